@@ -1,0 +1,7 @@
+"""``python -m npattn`` runs the command line (same as the ``npattn`` script)."""
+
+import sys
+
+from npattn.cli import main
+
+sys.exit(main())

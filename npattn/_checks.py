@@ -1,0 +1,93 @@
+"""Input validation shared by every layer: clear errors instead of broadcasting tracebacks."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from npattn.errors import ConfigError, DTypeError, ShapeError
+
+__all__ = ["as_array", "as_input", "check_grad_output", "check_positive_int", "check_probability"]
+
+
+def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.ndarray:
+    """Convert ``value`` (ndarray or nested lists of numbers) to a real floating ndarray.
+
+    Integers and booleans are accepted like NumPy would and converted to ``dtype``
+    (default float64 for non-float input; float input keeps its dtype when ``dtype`` is None).
+
+    Raises:
+        ShapeError: ragged nested lists.
+        DTypeError: complex, object, string or other non-numeric data.
+    """
+    if not isinstance(value, np.ndarray):
+        try:
+            arr = np.asarray(value)
+        except ValueError as exc:  # ragged lists in NumPy >= 1.24
+            raise ShapeError(f"{name}: could not build an array from a ragged sequence ({exc})") from None
+    else:
+        arr = value
+    if arr.dtype == object:
+        raise DTypeError(
+            f"{name}: expected a real numeric array, got dtype object "
+            "(ragged lists or non-numbers); build it with np.asarray(..., dtype=np.float32)"
+        )
+    if arr.dtype.kind not in "biuf":
+        raise DTypeError(f"{name}: expected a real numeric array (float, int or bool), got dtype {arr.dtype}")
+    if dtype is not None:
+        return arr.astype(dtype, copy=False)
+    if arr.dtype.kind != "f":
+        return arr.astype(np.float64)
+    return arr
+
+
+def as_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:
+    """Validate an attention input: (n, d_in) or (b, n, d_in), converted to ``dtype``.
+
+    Raises:
+        ShapeError: wrong rank or last dimension not ``d_in``.
+        DTypeError: non-numeric data.
+    """
+    arr = as_array(x, name, dtype)
+    if arr.ndim not in (2, 3):
+        raise ShapeError(
+            f"{name}: expected shape (n, d_in={d_in}) or (batch, n, d_in={d_in}), "
+            f"got a {arr.ndim}-D array of shape {arr.shape}"
+        )
+    if arr.shape[-1] != d_in:
+        raise ShapeError(
+            f"{name}: expected last dimension d_in={d_in}, got shape {arr.shape} (last dimension {arr.shape[-1]})"
+        )
+    return arr
+
+
+def check_grad_output(
+    grad: Any, expected_shape: tuple[int, ...], dtype: np.dtype, name: str = "grad_output"
+) -> np.ndarray:
+    """Validate an upstream gradient: it must have exactly the forward output's shape."""
+    arr = as_array(grad, name, dtype)
+    if arr.shape != tuple(expected_shape):
+        raise ShapeError(
+            f"{name}: expected shape {tuple(expected_shape)} (the shape of the last forward output), got {arr.shape}"
+        )
+    return arr
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """Return ``value`` as int if it is a positive integer (not bool), else raise ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ConfigError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__})")
+    if value <= 0:
+        raise ConfigError(f"{name} must be a positive integer, got {value}")
+    return int(value)
+
+
+def check_probability(value: Any, name: str) -> float:
+    """Return ``value`` as float if it lies in [0, 1), else raise ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ConfigError(f"{name} must be a number in [0, 1), got {value!r} ({type(value).__name__})")
+    if not 0.0 <= float(value) < 1.0:
+        raise ConfigError(f"{name} must lie in [0, 1), got {value}")
+    return float(value)

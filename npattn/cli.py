@@ -1,0 +1,60 @@
+"""The ``npattn`` command line. ``npattn demo`` runs the main job; ``npattn --help`` lists the rest."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+import numpy as np
+
+from npattn.attention import SelfAttention_v1
+from npattn.book import BOOK_TOKENS, book_inputs
+from npattn.gradcheck import gradcheck
+
+
+def _format_matrix(a: np.ndarray, row_names: Sequence[str] | None = None) -> str:
+    lines = []
+    for i, row in enumerate(np.atleast_2d(a)):
+        name = f"{row_names[i]:<8} " if row_names else ""
+        lines.append("  " + name + "[" + ", ".join(f"{v: .4f}" for v in row) + "]")
+    return "\n".join(lines)
+
+
+def run_book_example(out: TextIO) -> int:
+    """The chapter-3 example: SelfAttention_v1(3, 2) with seed 123 on the six-token input."""
+    x = book_inputs()
+    model = SelfAttention_v1(3, 2, rng=123)
+    stages: list[tuple[str, np.ndarray]] = []
+    model._recorder = lambda name, arr: stages.append((name, arr))
+    context_vec = model(x)
+    model._recorder = None
+    print("SelfAttention_v1(d_in=3, d_out=2), weights drawn like torch.manual_seed(123); torch.rand(3, 2) x3", file=out)
+    print('input: "Your journey starts with one step", 6 tokens x d_in=3\n', file=out)
+    print(f"{'stage':<14} {'shape':<8}", file=out)
+    for name, arr in stages:
+        print(f"{name:<14} {arr.shape!s:<8}", file=out)
+    print("\ncontext_vec (the book prints the same digits):", file=out)
+    print(_format_matrix(context_vec, BOOK_TOKENS), file=out)
+    report = gradcheck(model, x, raise_exception=False)
+    print("\ngradient check (float64, central differences, random upstream gradient):", file=out)
+    print(report, file=out)
+    return 0 if report else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="npattn", description="Self-attention with hand-derived backprop in NumPy.")
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("demo", help="run the main job (the book's chapter-3 example)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``npattn`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command in (None, "demo"):
+        return run_book_example(sys.stdout)
+    parser.error(f"unknown command {args.command}")
+    return 2

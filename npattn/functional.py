@@ -1,0 +1,297 @@
+"""Stateless forward/backward pairs, one pair per stage of attention, side by side.
+
+Every ``*_forward`` returns ``(output, cache)``; the matching ``*_backward(d_output, cache)``
+returns the gradients with respect to the forward's array inputs, in the same order.
+Shapes act on the last two axes; leading axes (batch, heads) broadcast through.
+Notation: n queries, m keys (m = n in self-attention), d = d_in, k = d_out (or head_dim).
+
+The five stages of the seed article, as in SelfAttention_v1.forward:
+
+    1 project   queries = x @ W_query, keys = x @ W_key, values = x @ W_value
+    2 scores    attn_scores = queries @ keys^T
+    3 softmax   attn_weights = softmax(attn_scores * scale) over keys (scale = 1/sqrt(k);
+                a causal mask sets masked scores to -inf first)
+    4 weights   attn_weights = dropout(attn_weights) (identity without dropout)
+    5 context   context_vec = attn_weights @ values
+
+Nothing here knows about modules or parameters: every attention class composes these pairs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+__all__ = [
+    "Recorder",
+    "attention_backward",
+    "attention_forward",
+    "bias_backward",
+    "bias_forward",
+    "causal_mask",
+    "concat_backward",
+    "concat_forward",
+    "context_backward",
+    "context_forward",
+    "dropout_backward",
+    "dropout_forward",
+    "mask_backward",
+    "mask_forward",
+    "merge_heads_backward",
+    "merge_heads_forward",
+    "project_backward",
+    "project_forward",
+    "scores_backward",
+    "scores_forward",
+    "softmax",
+    "softmax_backward",
+    "softmax_forward",
+    "split_heads_backward",
+    "split_heads_forward",
+]
+
+Recorder = Callable[[str, np.ndarray], None]
+"""A callback ``record(stage_name, array)`` that forward passes call for every named stage."""
+
+
+def _T(a: np.ndarray) -> np.ndarray:
+    """Transpose the last two axes (``a.mT`` in PyTorch)."""
+    return np.swapaxes(a, -1, -2)
+
+
+# ----------------------------------------------------------------------------------------------
+# Stage 1: project. x (..., n, d) @ W (d, k) -> (..., n, k). Used for W_query, W_key, W_value,
+# and by Linear with W = weight^T.
+
+
+def project_forward(x: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """queries = x @ W_query (likewise keys, values). x (..., n, d), W (d, k) -> (..., n, k)."""
+    out = x @ W
+    return out, (x, W)
+
+
+def project_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (dx (..., n, d), dW (d, k)); dW sums over every leading axis."""
+    # forward: out = x @ W
+    x, W = cache
+    dx = d_out @ W.T
+    dW = x.reshape(-1, x.shape[-1]).T @ d_out.reshape(-1, d_out.shape[-1])
+    return dx, dW
+
+
+def bias_forward(y: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """y + bias. y (..., k), bias (k,) -> (..., k)."""
+    return y + bias, (y.shape,)
+
+
+def bias_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (dy (..., k), dbias (k,))."""
+    # forward: out = y + bias   (bias broadcast over every leading axis)
+    return d_out, d_out.reshape(-1, d_out.shape[-1]).sum(axis=0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Stage 2: scores. queries (..., n, k), keys (..., m, k) -> attn_scores (..., n, m).
+
+
+def scores_forward(queries: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """attn_scores = queries @ keys^T: one score per (query, key) pair."""
+    attn_scores = queries @ _T(keys)
+    return attn_scores, (queries, keys)
+
+
+def scores_backward(d_attn_scores: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (d_queries (..., n, k), d_keys (..., m, k))."""
+    # forward: attn_scores = queries @ keys^T
+    queries, keys = cache
+    d_queries = d_attn_scores @ keys
+    d_keys = _T(d_attn_scores) @ queries
+    return d_queries, d_keys
+
+
+# ----------------------------------------------------------------------------------------------
+# Stage 3a (causal classes only): mask. attn_scores (..., n, m), mask (n, m) bool, True = masked.
+
+
+def causal_mask(n: int, m: int | None = None) -> np.ndarray:
+    """The book's mask: True above the diagonal (``torch.triu(ones, diagonal=1).bool()``). (n, m)."""
+    return np.triu(np.ones((n, n if m is None else m), dtype=bool), k=1)
+
+
+def mask_forward(attn_scores: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """attn_scores.masked_fill(mask, -inf): a masked key gets weight exactly 0 after softmax."""
+    return np.where(mask, attn_scores.dtype.type(-np.inf), attn_scores), (mask,)
+
+
+def mask_backward(d_masked: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
+    """Returns (d_attn_scores,), exactly zero at masked positions."""
+    # forward: masked = where(mask, -inf, attn_scores)
+    (mask,) = cache
+    return (np.where(mask, d_masked.dtype.type(0), d_masked),)
+
+
+# ----------------------------------------------------------------------------------------------
+# Stage 3: scale + softmax over the keys axis. attn_scores (..., n, m) -> attn_weights (..., n, m).
+
+
+def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Numerically stable softmax (subtracts the row maximum; -inf entries get weight 0)."""
+    if z.shape[axis] == 0:
+        return z.copy()
+    z_max = np.max(z, axis=axis, keepdims=True)
+    e = np.exp(z - z_max)
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def softmax_forward(attn_scores: np.ndarray, scale: float) -> tuple[np.ndarray, tuple]:
+    """attn_weights = softmax(attn_scores * scale, axis=-1); each row sums to 1 over the keys."""
+    attn_weights = softmax(attn_scores * scale, axis=-1)
+    return attn_weights, (attn_weights, scale)
+
+
+def softmax_backward(d_attn_weights: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
+    """Returns (d_attn_scores,) = scale * A * (dA - rowsum(dA * A))."""
+    # forward: attn_weights = softmax(attn_scores * scale, axis=-1)
+    attn_weights, scale = cache
+    row_dot = np.sum(d_attn_weights * attn_weights, axis=-1, keepdims=True)
+    d_attn_scores = scale * attn_weights * (d_attn_weights - row_dot)
+    return (d_attn_scores,)
+
+
+# ----------------------------------------------------------------------------------------------
+# Stage 4: weights (dropout on the attention weights). (..., n, m) -> (..., n, m).
+
+
+def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tuple[np.ndarray, tuple]:
+    """Inverted dropout: attn_weights * keep / (1 - p). keep is a bool array broadcastable to it."""
+    scale = 1.0 / (1.0 - p)
+    out = attn_weights * keep * np.asarray(scale, dtype=attn_weights.dtype)
+    return out, (keep, scale)
+
+
+def dropout_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
+    """Returns (d_attn_weights,) through the same mask."""
+    # forward: out = attn_weights * keep / (1 - p)
+    keep, scale = cache
+    return (d_out * keep * np.asarray(scale, dtype=d_out.dtype),)
+
+
+# ----------------------------------------------------------------------------------------------
+# Stage 5: context. attn_weights (..., n, m), values (..., m, k) -> context_vec (..., n, k).
+
+
+def context_forward(attn_weights: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """context_vec = attn_weights @ values: each row a weighted average of the value vectors."""
+    context_vec = attn_weights @ values
+    return context_vec, (attn_weights, values)
+
+
+def context_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (d_attn_weights (..., n, m), d_values (..., m, k))."""
+    # forward: context_vec = attn_weights @ values
+    attn_weights, values = cache
+    d_attn_weights = d_context_vec @ _T(values)
+    d_values = _T(attn_weights) @ d_context_vec
+    return d_attn_weights, d_values
+
+
+# ----------------------------------------------------------------------------------------------
+# Multi-head reshapes: their backward is the inverse reshape.
+
+
+def split_heads_forward(x: np.ndarray, num_heads: int) -> tuple[np.ndarray, tuple]:
+    """(b, n, d_out) -> (b, num_heads, n, head_dim): ``x.view(b, n, h, hd).transpose(1, 2)``."""
+    b, n, d_out = x.shape
+    out = x.reshape(b, n, num_heads, d_out // num_heads).transpose(0, 2, 1, 3)
+    return out, (x.shape,)
+
+
+def split_heads_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
+    """Returns (dx (b, n, d_out),)."""
+    # forward: out = x.reshape(b, n, h, hd).transpose(0, 2, 1, 3)
+    (shape,) = cache
+    return (d_out.transpose(0, 2, 1, 3).reshape(shape),)
+
+
+def merge_heads_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """(b, h, n, hd) -> (b, n, h * hd): ``x.transpose(1, 2).contiguous().view(b, n, d_out)``."""
+    b, h, n, hd = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(b, n, h * hd), (x.shape,)
+
+
+def merge_heads_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
+    """Returns (dx (b, h, n, hd),)."""
+    # forward: out = x.transpose(0, 2, 1, 3).reshape(b, n, h * hd)
+    (shape,) = cache
+    b, h, n, hd = shape
+    return (d_out.reshape(b, n, h, hd).transpose(0, 2, 1, 3),)
+
+
+def concat_forward(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, tuple]:
+    """``torch.cat(arrays, dim=-1)``: the wrapper's head outputs side by side."""
+    widths = [a.shape[-1] for a in arrays]
+    return np.concatenate(arrays, axis=-1), (widths,)
+
+
+def concat_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, ...]:
+    """Returns one gradient per concatenated array."""
+    # forward: out = concatenate(arrays, axis=-1)
+    (widths,) = cache
+    return tuple(np.split(d_out, np.cumsum(widths)[:-1], axis=-1))
+
+
+# ----------------------------------------------------------------------------------------------
+# Stages 2-5 composed: scaled dot-product attention on projected queries, keys and values.
+
+
+def attention_forward(
+    queries: np.ndarray,
+    keys: np.ndarray,
+    values: np.ndarray,
+    *,
+    mask: np.ndarray | None = None,
+    dropout_keep: np.ndarray | None = None,
+    dropout_p: float = 0.0,
+    record: Recorder | None = None,
+) -> tuple[np.ndarray, tuple]:
+    """Stages 2 to 5: (..., n, k), (..., m, k), (..., m, kv) -> context_vec (..., n, kv).
+
+    ``mask`` (n, m) bool, True = masked (set to -inf before the softmax); ``dropout_keep``
+    (..., n, m) bool with rate ``dropout_p`` (stage 4, skipped when None).
+    """
+    attn_scores, c_scores = scores_forward(queries, keys)
+    if record:
+        record("attn_scores", attn_scores)
+    c_mask = None
+    if mask is not None:
+        attn_scores, c_mask = mask_forward(attn_scores, mask)
+        if record:
+            record("masked_scores", attn_scores)
+    scale = 1.0 / math.sqrt(keys.shape[-1])
+    attn_weights, c_softmax = softmax_forward(attn_scores, scale)
+    if record:
+        record("attn_weights", attn_weights)
+    c_dropout = None
+    if dropout_keep is not None:
+        attn_weights, c_dropout = dropout_forward(attn_weights, dropout_keep, dropout_p)
+        if record:
+            record("dropped_weights", attn_weights)
+    context_vec, c_context = context_forward(attn_weights, values)
+    if record:
+        record("context_vec", context_vec)
+    return context_vec, (c_scores, c_mask, c_softmax, c_dropout, c_context)
+
+
+def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns (d_queries, d_keys, d_values): the stages of attention_forward in reverse."""
+    c_scores, c_mask, c_softmax, c_dropout, c_context = cache
+    d_attn_weights, d_values = context_backward(d_context_vec, c_context)
+    if c_dropout is not None:
+        (d_attn_weights,) = dropout_backward(d_attn_weights, c_dropout)
+    (d_attn_scores,) = softmax_backward(d_attn_weights, c_softmax)
+    if c_mask is not None:
+        (d_attn_scores,) = mask_backward(d_attn_scores, c_mask)
+    d_queries, d_keys = scores_backward(d_attn_scores, c_scores)
+    return d_queries, d_keys, d_values

@@ -1,0 +1,270 @@
+"""Finite-difference gradient checks: for whole modules and for single stage pairs.
+
+Both checks work in float64 with central differences, on the loss L = sum(output * G) with a
+random upstream gradient G (never sum(output): softmax rows sum to one, so the true gradient of
+that loss w.r.t. the scores is zero and a broken softmax backward would pass).
+
+A tensor passes when max|numerical - analytical| <= atol + rtol * max|numerical|, judged per
+tensor. With eps = 1e-6 in float64 the finite-difference error is about 1e-10 of the gradient's
+scale, so the defaults (atol = 1e-8, rtol = 1e-6) reject a gradient scaled by 1.0001 (an error of
+1e-4 of the scale) by a factor of about 100, and pass a correct one with a margin of about 100 or more.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from npattn._checks import as_array
+from npattn.errors import ConfigError, DTypeError, GradcheckError
+from npattn.module import Module
+
+__all__ = ["GradcheckReport", "TensorCheck", "gradcheck", "gradcheck_stage"]
+
+
+@dataclass
+class TensorCheck:
+    """The comparison for one tensor (a parameter, the input, or a stage input)."""
+
+    name: str
+    shape: tuple[int, ...]
+    max_abs_error: float
+    max_rel_error: float
+    allowed: float
+    worst_index: tuple[int, ...]
+    numerical: float
+    analytical: float
+    directional: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.max_abs_error <= self.allowed)
+
+    @property
+    def margin(self) -> float:
+        """allowed / max_abs_error: how many times larger the error could be and still pass."""
+        return float("inf") if self.max_abs_error == 0 else self.allowed / self.max_abs_error
+
+
+@dataclass
+class GradcheckReport:
+    """All tensors' comparisons. Truthy when every tensor passed; prints as a table."""
+
+    checks: list[TensorCheck] = field(default_factory=list)
+    eps: float = 1e-6
+    atol: float = 1e-8
+    rtol: float = 1e-6
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __getitem__(self, name: str) -> TensorCheck:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    @property
+    def failures(self) -> list[TensorCheck]:
+        return [c for c in self.checks if not c.passed]
+
+    def __str__(self) -> str:
+        header = "tensor           shape         max abs err  max rel err    allowed    margin  result"
+        rows = [header, "-" * len(header)]
+        for c in self.checks:
+            shape = "x".join(map(str, c.shape)) + (" (dir)" if c.directional else "")
+            margin = "inf" if c.margin == float("inf") else f"{c.margin:.3g}x"
+            rows.append(
+                f"{c.name:<16} {shape:<12} {c.max_abs_error:>12.3e} {c.max_rel_error:>12.3e} "
+                f"{c.allowed:>10.2e} {margin:>9}  {'ok' if c.passed else 'FAIL'}"
+            )
+        rows.append(f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {'PASSED' if self.passed else 'FAILED'}")
+        return "\n".join(rows)
+
+    __repr__ = __str__
+
+
+def _compare(
+    name: str,
+    target: np.ndarray,
+    analytical: np.ndarray,
+    loss: Callable[[], float],
+    eps: float,
+    atol: float,
+    rtol: float,
+    fast_mode: bool,
+    n_directions: int,
+    rng: np.random.Generator,
+) -> TensorCheck:
+    """Central differences of ``loss`` w.r.t. ``target`` (perturbed in place, then restored)."""
+    if analytical.shape != target.shape:
+        raise GradcheckError(
+            f"analytical gradient of {name} has shape {analytical.shape}, expected {target.shape} (the tensor's shape)"
+        )
+    if fast_mode:
+        directions = rng.standard_normal((n_directions, *target.shape))
+        directions /= np.sqrt(np.sum(directions**2, axis=tuple(range(1, directions.ndim)), keepdims=True)) + 1e-300
+        numerical = np.empty(n_directions)
+        for k, v in enumerate(directions):
+            original = target.copy()
+            target += eps * v
+            plus = loss()
+            target[...] = original - eps * v
+            minus = loss()
+            target[...] = original
+            numerical[k] = (plus - minus) / (2 * eps)
+        analytic = np.array([np.sum(analytical * v) for v in directions])
+    else:
+        numerical = np.empty(target.shape)
+        for index in np.ndindex(*target.shape):
+            original = target[index]
+            target[index] = original + eps
+            plus = loss()
+            target[index] = original - eps
+            minus = loss()
+            target[index] = original
+            numerical[index] = (plus - minus) / (2 * eps)
+        analytic = analytical.astype(np.float64)
+    error = np.abs(numerical - analytic)
+    scale = float(np.max(np.abs(numerical))) if numerical.size else 0.0
+    allowed = atol + rtol * scale
+    if error.size == 0:
+        return TensorCheck(name, target.shape, 0.0, 0.0, allowed, (), 0.0, 0.0, fast_mode)
+    worst = np.unravel_index(int(np.argmax(error)), error.shape)
+    rel = error / np.maximum(np.abs(numerical), 1e-300)
+    return TensorCheck(
+        name=name,
+        shape=target.shape,
+        max_abs_error=float(error[worst]),
+        max_rel_error=float(np.max(np.where(error > 0, rel, 0.0))),
+        allowed=allowed,
+        worst_index=tuple(int(i) for i in worst),
+        numerical=float(numerical[worst]),
+        analytical=float(analytic[worst]),
+        directional=fast_mode,
+    )
+
+
+def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
+    if raise_exception and not report.passed:
+        c = report.failures[0]
+        where = f"direction {c.worst_index[0]}" if c.directional else f"index {c.worst_index}"
+        raise GradcheckError(
+            f"gradient of {c.name} is wrong at {where}: numerical {c.numerical:.10g}, analytical {c.analytical:.10g} "
+            f"(max abs error {c.max_abs_error:.3e} > allowed {c.allowed:.3e})\n{report}"
+        )
+    return report
+
+
+def gradcheck(
+    module: Module,
+    x: Any,
+    *,
+    eps: float = 1e-6,
+    atol: float = 1e-8,
+    rtol: float = 1e-6,
+    seed: int = 0,
+    raise_exception: bool = True,
+    fast_mode: bool = False,
+    n_directions: int = 4,
+    check_input: bool = True,
+) -> GradcheckReport:
+    """Compare ``module.backward`` with central differences for every parameter and for ``x``.
+
+    Works on a float64 deep copy of ``module`` (the original is untouched). L = sum(module(x) * G)
+    with G drawn from ``seed``. ``fast_mode=True`` checks ``n_directions`` random directional
+    derivatives per tensor instead of every element (cheap for large tensors; the name is
+    ``torch.autograd.gradcheck``'s). Keep the module in eval mode, or its dropout fixed, so that
+    forward is deterministic.
+
+    Returns:
+        GradcheckReport, truthy when every tensor passed.
+    Raises:
+        GradcheckError: a tensor failed and ``raise_exception`` is True (names the tensor, the
+            index, the numerical and the analytical value).
+        ConfigError: the module has no parameters.
+        DTypeError: ``x`` is not floating point.
+    """
+    if not isinstance(module, Module):
+        raise ConfigError(f"gradcheck expects an npattn.Module, got {type(module).__name__}")
+    if next(module.parameters(), None) is None:
+        raise ConfigError(f"gradcheck: {type(module).__name__} has no parameters to check")
+    x_arr = as_array(x, "x")  # rejects non-numeric data with a clear message
+    if np.asarray(x).dtype.kind != "f":
+        raise DTypeError(f"gradcheck needs a floating-point input x, got dtype {np.asarray(x).dtype}")
+    model = copy.deepcopy(module).to(np.float64)
+    x64 = np.array(x_arr, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+
+    model.zero_grad()
+    out = np.asarray(model(x64))
+    G = rng.standard_normal(out.shape)
+    dx = np.asarray(model.backward(G))
+
+    def loss() -> float:
+        return float(np.sum(np.asarray(model(x64)) * G))
+
+    report = GradcheckReport(eps=eps, atol=atol, rtol=rtol)
+    for name, param in model.named_parameters():
+        analytical = param.grad.copy()
+        check = _compare(name, param.data, analytical, loss, eps, atol, rtol, fast_mode, n_directions, rng)
+        report.checks.append(check)
+    if check_input:
+        report.checks.append(_compare("x", x64, dx, loss, eps, atol, rtol, fast_mode, n_directions, rng))
+    return _finish(report, raise_exception)
+
+
+def gradcheck_stage(
+    forward: Callable[..., tuple[np.ndarray, Any]],
+    backward: Callable[[np.ndarray, Any], Sequence[np.ndarray]],
+    inputs: Sequence[Any],
+    *,
+    kwargs: dict[str, Any] | None = None,
+    names: Sequence[str] | None = None,
+    eps: float = 1e-6,
+    atol: float = 1e-8,
+    rtol: float = 1e-6,
+    seed: int = 0,
+    raise_exception: bool = True,
+    fast_mode: bool = False,
+    n_directions: int = 4,
+) -> GradcheckReport:
+    """Check one forward/backward pair of ``npattn.functional`` in isolation.
+
+    ``forward(*inputs, **kwargs) -> (out, cache)`` and ``backward(G, cache)`` returning one
+    gradient per input (``kwargs`` holds what is not differentiated: a mask, a scale, a
+    dropout mask). Inputs are copied to float64.
+
+    Example::
+
+        gradcheck_stage(F.scores_forward, F.scores_backward, [queries, keys], names=["queries", "keys"])
+    """
+    kwargs = dict(kwargs or {})
+    arrays = [np.array(as_array(a, f"inputs[{i}]"), dtype=np.float64) for i, a in enumerate(inputs)]
+    names = list(names) if names is not None else [f"input{i}" for i in range(len(arrays))]
+    if len(names) != len(arrays):
+        raise ConfigError(f"gradcheck_stage: {len(names)} names for {len(arrays)} inputs")
+    rng = np.random.default_rng(seed)
+    out, cache = forward(*arrays, **kwargs)
+    G = rng.standard_normal(np.shape(out))
+    grads = backward(G, cache)
+    if len(grads) != len(arrays):
+        raise GradcheckError(f"backward returned {len(grads)} gradients for {len(arrays)} inputs")
+
+    def loss() -> float:
+        return float(np.sum(forward(*arrays, **kwargs)[0] * G))
+
+    report = GradcheckReport(eps=eps, atol=atol, rtol=rtol)
+    for name, target, grad in zip(names, arrays, grads):
+        report.checks.append(
+            _compare(name, target, np.asarray(grad), loss, eps, atol, rtol, fast_mode, n_directions, rng)
+        )
+    return _finish(report, raise_exception)

@@ -1,0 +1,167 @@
+"""Whole-module gradient checks: SelfAttention_v1 over several shapes, the margin of a correct
+backward, and proof that the check rejects planted bugs and a 0.01% error in any one tensor."""
+
+import math
+
+import numpy as np
+import pytest
+
+import npattn
+from npattn import functional as F
+
+GRID = [  # (batch or None, n, d_in, d_out)
+    (None, 1, 3, 2),
+    (None, 6, 3, 2),
+    (None, 5, 4, 7),
+    (None, 4, 3, 1),
+    (None, 33, 5, 4),
+    (3, 6, 3, 2),
+]
+
+
+def make(d_in, d_out, seed=0):
+    return npattn.SelfAttention_v1(d_in, d_out, rng=np.random.default_rng(seed), dtype=np.float64)
+
+
+def make_x(batch, n, d_in, seed=1):
+    shape = (n, d_in) if batch is None else (batch, n, d_in)
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+@pytest.mark.parametrize("batch,n,d_in,d_out", GRID)
+def test_self_attention_v1_passes_with_margin(batch, n, d_in, d_out):
+    report = npattn.gradcheck(make(d_in, d_out), make_x(batch, n, d_in))
+    assert report and report.passed
+    assert [c.name for c in report.checks] == ["W_query", "W_key", "W_value", "x"]
+    for check in report.checks:
+        assert check.margin >= 100, f"{check.name}: margin {check.margin:.1f} < 100\n{report}"
+
+
+def test_book_example_passes():
+    report = npattn.gradcheck(npattn.SelfAttention_v1(3, 2, rng=123), npattn.book_inputs())
+    assert report
+    assert "W_query" in str(report) and "PASSED" in str(report)
+
+
+def test_fast_mode_passes_and_is_directional():
+    report = npattn.gradcheck(make(16, 8), make_x(2, 40, 16), fast_mode=True, n_directions=3)
+    assert report and all(c.directional for c in report.checks)
+
+
+def test_gradcheck_leaves_the_module_untouched():
+    model = npattn.SelfAttention_v1(3, 2, rng=123)
+    before = model.state_dict()
+    npattn.gradcheck(model, npattn.book_inputs())
+    for name, value in model.state_dict().items():
+        np.testing.assert_array_equal(value, before[name])
+        assert value.dtype == np.float32
+    assert not any(np.any(p.grad) for p in model.parameters())
+
+
+def test_gradcheck_errors():
+    class NoParams(npattn.Module):
+        def forward(self, x):
+            return x
+
+    with pytest.raises(npattn.ConfigError, match="no parameters"):
+        npattn.gradcheck(NoParams(), np.ones((2, 3)))
+    with pytest.raises(npattn.DTypeError, match="floating"):
+        npattn.gradcheck(make(3, 2), np.ones((2, 3), dtype=np.int64))
+
+
+# ------------------------------------------------------------------ 0.01% in any one tensor
+
+
+@pytest.mark.parametrize("target", ["W_query", "W_key", "W_value", "x"])
+@pytest.mark.parametrize("batch,n,d_in,d_out", [(None, 6, 3, 2), (None, 5, 4, 7), (2, 6, 3, 2)])
+def test_detects_gradient_off_by_one_hundredth_percent(monkeypatch, target, batch, n, d_in, d_out):
+    model = make(d_in, d_out)
+    original = npattn.SelfAttention_v1.backward
+
+    def slightly_wrong(self, grad_output):
+        before = {name: p.grad.copy() for name, p in self.named_parameters()}
+        dx = original(self, grad_output)
+        if target == "x":
+            return dx * 1.0001
+        p = getattr(self, target)
+        p.grad[...] = before[target] + (p.grad - before[target]) * 1.0001
+        return dx
+
+    monkeypatch.setattr(npattn.SelfAttention_v1, "backward", slightly_wrong)
+    report = npattn.gradcheck(model, make_x(batch, n, d_in), raise_exception=False)
+    assert not report
+    assert [c.name for c in report.failures] == [target]
+
+
+# ------------------------------------------------------------------ planted bugs, module level
+
+
+def _planted_bugs(d_in, d_out):
+    """name -> {functional attribute: broken replacement}."""
+    T = lambda a: np.swapaxes(a, -1, -2)  # noqa: E731
+
+    def softmax_sign_flip(d_a, cache):
+        a, scale = cache
+        return (-scale * a * (d_a - np.sum(d_a * a, axis=-1, keepdims=True)),)
+
+    def softmax_wrong_axis(d_a, cache):
+        a, scale = cache
+        return (scale * a * (d_a - np.sum(d_a * a, axis=-2, keepdims=True)),)
+
+    def softmax_missing_scale(d_a, cache):
+        a, _ = cache
+        return (a * (d_a - np.sum(d_a * a, axis=-1, keepdims=True)),)
+
+    def softmax_scale_by_sqrt_d_in(d_a, cache):
+        a, _ = cache
+        return (a * (d_a - np.sum(d_a * a, axis=-1, keepdims=True)) / math.sqrt(d_in),)
+
+    def scores_dK_missing_transpose(d_s, cache):
+        q, k = cache
+        return d_s @ k, d_s @ q
+
+    calls = {"n": 0}
+    project_backward, attention_backward = F.project_backward, F.attention_backward
+
+    def project_dx_missing_value_path(d_out, cache):
+        calls["n"] += 1
+        dx, dW = project_backward(d_out, cache)
+        return (dx * 0 if calls["n"] % 3 == 0 else dx), dW
+
+    def attention_dV_from_scores(d_z, cache):
+        c_scores = cache[0]
+        d_q, d_k, _ = attention_backward(d_z, cache)
+        q, k = c_scores
+        return d_q, d_k, T(q @ T(k)) @ d_z
+
+    def context_dA_missing_transpose(d_z, cache):
+        a, v = cache
+        return d_z @ v.reshape(T(v).shape), T(a) @ d_z
+
+    return {
+        "sign flip in the softmax backward": {"softmax_backward": softmax_sign_flip},
+        "softmax backward over the wrong axis": {"softmax_backward": softmax_wrong_axis},
+        "missing scale in dQ/dK": {"softmax_backward": softmax_missing_scale},
+        "scale by 1/sqrt(d_in)": {"softmax_backward": softmax_scale_by_sqrt_d_in},
+        "dK with a missing transpose": {"scores_backward": scores_dK_missing_transpose},
+        "dX missing the value path": {"project_backward": project_dx_missing_value_path},
+        "dV from the scores instead of the weights": {"attention_backward": attention_dV_from_scores},
+        "dA with V reshaped instead of transposed": {"context_backward": context_dA_missing_transpose},
+    }
+
+
+PLANTED = sorted(_planted_bugs(4, 3))
+
+
+@pytest.mark.parametrize("bug", PLANTED)
+def test_gradcheck_rejects_planted_bug(monkeypatch, bug):
+    d_in, d_out = 4, 3
+    model = make(d_in, d_out)
+    x = make_x(None, 5, d_in)
+    assert npattn.gradcheck(model, x)  # the same problem passes without the bug
+    for attr, broken in _planted_bugs(d_in, d_out)[bug].items():
+        monkeypatch.setattr(F, attr, broken)
+    with pytest.raises(npattn.GradcheckError) as info:
+        npattn.gradcheck(model, x)
+    message = str(info.value)
+    assert "numerical" in message and "analytical" in message and "index" in message
