@@ -4,6 +4,7 @@ and each check shown to reject a planted bug in that stage's backward."""
 import math
 
 import numpy as np
+import planted
 import pytest
 
 import npattn
@@ -126,37 +127,13 @@ def test_softmax_of_empty_rows():
 # ------------------------------------------------------------------ planted bugs, stage level
 
 
-def _sign_flip_softmax_backward(d_a, cache):
-    a, scale = cache
-    return (-scale * a * (d_a - np.sum(d_a * a, axis=-1, keepdims=True)),)
-
-
-def _wrong_axis_softmax_backward(d_a, cache):
-    a, scale = cache
-    return (scale * a * (d_a - np.sum(d_a * a, axis=-2, keepdims=True)),)
-
-
-def _unscaled_softmax_backward(d_a, cache):
-    a, _ = cache
-    return (a * (d_a - np.sum(d_a * a, axis=-1, keepdims=True)),)
-
-
-def _untransposed_scores_backward(d_s, cache):
-    q, k = cache
-    return d_s @ k, d_s @ q
-
-
-def _untransposed_context_backward(d_z, cache):
-    a, v = cache
-    return d_z @ np.swapaxes(v, -1, -2), a @ d_z
-
-
 STAGE_BUGS = {
-    "softmax sign flip": ("softmax", _sign_flip_softmax_backward),
-    "softmax wrong axis": ("softmax", _wrong_axis_softmax_backward),
-    "softmax missing scale": ("softmax", _unscaled_softmax_backward),
-    "scores dK missing transpose": ("scores", _untransposed_scores_backward),
-    "context dV missing transpose": ("context", _untransposed_context_backward),
+    "softmax sign flip": ("softmax", planted.softmax_sign_flip),
+    "softmax wrong axis": ("softmax", planted.softmax_wrong_axis),
+    "softmax missing scale": ("softmax", planted.softmax_missing_scale),
+    "scores dK missing transpose": ("scores", planted.scores_dK_missing_transpose),
+    "context dV missing transpose": ("context", planted.context_dV_missing_transpose),
+    "context dA reshaped, not transposed": ("context", planted.context_dA_reshaped_not_transposed),
 }
 
 

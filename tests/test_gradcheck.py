@@ -4,6 +4,7 @@ backward, and proof that the check rejects planted bugs and a 0.01% error in any
 import math
 
 import numpy as np
+import planted
 import pytest
 
 import npattn
@@ -100,26 +101,6 @@ def _planted_bugs(d_in, d_out):
     """name -> {functional attribute: broken replacement}."""
     T = lambda a: np.swapaxes(a, -1, -2)  # noqa: E731
 
-    def softmax_sign_flip(d_a, cache):
-        a, scale = cache
-        return (-scale * a * (d_a - np.sum(d_a * a, axis=-1, keepdims=True)),)
-
-    def softmax_wrong_axis(d_a, cache):
-        a, scale = cache
-        return (scale * a * (d_a - np.sum(d_a * a, axis=-2, keepdims=True)),)
-
-    def softmax_missing_scale(d_a, cache):
-        a, _ = cache
-        return (a * (d_a - np.sum(d_a * a, axis=-1, keepdims=True)),)
-
-    def softmax_scale_by_sqrt_d_in(d_a, cache):
-        a, _ = cache
-        return (a * (d_a - np.sum(d_a * a, axis=-1, keepdims=True)) / math.sqrt(d_in),)
-
-    def scores_dK_missing_transpose(d_s, cache):
-        q, k = cache
-        return d_s @ k, d_s @ q
-
     calls = {"n": 0}
     project_backward, attention_backward = F.project_backward, F.attention_backward
 
@@ -134,19 +115,15 @@ def _planted_bugs(d_in, d_out):
         q, k = c_scores
         return d_q, d_k, T(q @ T(k)) @ d_z
 
-    def context_dA_missing_transpose(d_z, cache):
-        a, v = cache
-        return d_z @ v.reshape(T(v).shape), T(a) @ d_z
-
     return {
-        "sign flip in the softmax backward": {"softmax_backward": softmax_sign_flip},
-        "softmax backward over the wrong axis": {"softmax_backward": softmax_wrong_axis},
-        "missing scale in dQ/dK": {"softmax_backward": softmax_missing_scale},
-        "scale by 1/sqrt(d_in)": {"softmax_backward": softmax_scale_by_sqrt_d_in},
-        "dK with a missing transpose": {"scores_backward": scores_dK_missing_transpose},
+        "sign flip in the softmax backward": {"softmax_backward": planted.softmax_sign_flip},
+        "softmax backward over the wrong axis": {"softmax_backward": planted.softmax_wrong_axis},
+        "missing scale in dQ/dK": {"softmax_backward": planted.softmax_missing_scale},
+        "scale by 1/sqrt(d_in)": {"softmax_backward": planted.softmax_scaled_by(math.sqrt(d_in))},
+        "dK with a missing transpose": {"scores_backward": planted.scores_dK_missing_transpose},
         "dX missing the value path": {"project_backward": project_dx_missing_value_path},
         "dV from the scores instead of the weights": {"attention_backward": attention_dV_from_scores},
-        "dA with V reshaped instead of transposed": {"context_backward": context_dA_missing_transpose},
+        "dA with V reshaped instead of transposed": {"context_backward": planted.context_dA_reshaped_not_transposed},
     }
 
 
