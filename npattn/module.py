@@ -311,7 +311,7 @@ class Module:
                 # A bool buffer (the causal mask) takes bools or 0/1 numbers: the book saves its mask as floats.
                 problems.append(
                     f"non-boolean values in {key}: expected True/False or 0/1, got values such as "
-                    f"{value[(value != 0) & (value != 1)].flat[0]!r}."
+                    f"{value[(value != 0) & (value != 1)].flat[0]}."
                 )
                 continue
             if target.dtype.kind == "f" and not np.all(np.isfinite(value)):
