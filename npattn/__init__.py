@@ -2,12 +2,18 @@
 
 Layers, bottom to top (no import runs upward):
     errors, _checks, random, functional   stage forward/backward pairs, validation, PyTorch's RNG
-    module, attention                      Parameter/Module and the chapter-3 classes
+    module, layers, attention              Parameter/Module, Linear/Dropout, the chapter-3 classes
     gradcheck, cli                         tools on top of modules
 """
 
 from npattn import functional
-from npattn.attention import SelfAttention_v1
+from npattn.attention import (
+    CausalAttention,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    SelfAttention_v1,
+    SelfAttention_v2,
+)
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.errors import (
     BackwardError,
@@ -20,6 +26,7 @@ from npattn.errors import (
     StateDictError,
 )
 from npattn.gradcheck import GradcheckReport, TensorCheck, gradcheck, gradcheck_stage
+from npattn.layers import Dropout, Linear
 from npattn.module import IncompatibleKeys, Module, ModuleList, Parameter
 from npattn.random import TorchGenerator
 
@@ -28,17 +35,23 @@ __version__ = "0.1.0"
 __all__ = [
     "BOOK_TOKENS",
     "BackwardError",
+    "CausalAttention",
     "CheckpointError",
     "ConfigError",
     "DTypeError",
+    "Dropout",
     "GradcheckError",
     "GradcheckReport",
     "IncompatibleKeys",
+    "Linear",
     "Module",
     "ModuleList",
+    "MultiHeadAttention",
+    "MultiHeadAttentionWrapper",
     "NpattnError",
     "Parameter",
     "SelfAttention_v1",
+    "SelfAttention_v2",
     "ShapeError",
     "StateDictError",
     "TensorCheck",

@@ -9,7 +9,16 @@ import numpy as np
 
 from npattn.errors import ConfigError, DTypeError, ShapeError
 
-__all__ = ["as_array", "as_input", "check_grad_output", "check_positive_int", "check_probability"]
+__all__ = [
+    "as_array",
+    "as_batched_input",
+    "as_features",
+    "as_input",
+    "check_bool",
+    "check_grad_output",
+    "check_positive_int",
+    "check_probability",
+]
 
 
 def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.ndarray:
@@ -63,6 +72,35 @@ def as_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.n
     return arr
 
 
+def as_batched_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:
+    """Validate a batched attention input: exactly (b, n, d_in), converted to ``dtype``.
+
+    Raises:
+        ShapeError: wrong rank (a single (n, d_in) sequence included) or last dimension not ``d_in``.
+        DTypeError: non-numeric data.
+    """
+    arr = as_input(x, d_in, dtype, name)
+    if arr.ndim != 3:
+        raise ShapeError(
+            f"{name}: expected a batch of shape (batch, n, d_in={d_in}), got shape {arr.shape}; "
+            f"add a batch axis with x[None] for a single sequence"
+        )
+    return arr
+
+
+def as_features(x: Any, features: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:
+    """Validate a Linear input: shape (..., features) with at least one axis, converted to ``dtype``.
+
+    Raises:
+        ShapeError: a 0-D array or a last dimension other than ``features``.
+        DTypeError: non-numeric data.
+    """
+    arr = as_array(x, name, dtype)
+    if arr.ndim == 0 or arr.shape[-1] != features:
+        raise ShapeError(f"{name}: expected shape (..., in_features={features}), got shape {arr.shape}")
+    return arr
+
+
 def check_grad_output(
     grad: Any, expected_shape: tuple[int, ...], dtype: np.dtype, name: str = "grad_output"
 ) -> np.ndarray:
@@ -82,6 +120,13 @@ def check_positive_int(value: Any, name: str) -> int:
     if value <= 0:
         raise ConfigError(f"{name} must be a positive integer, got {value}")
     return int(value)
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value`` as bool if it is a bool (or NumPy bool, or the integer 0 or 1), else raise ConfigError."""
+    if isinstance(value, (bool, np.bool_)) or (isinstance(value, numbers.Integral) and value in (0, 1)):
+        return bool(value)
+    raise ConfigError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
 
 
 def check_probability(value: Any, name: str) -> float:

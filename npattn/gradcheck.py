@@ -182,8 +182,8 @@ def gradcheck(
     Works on a float64 deep copy of ``module`` (the original is untouched). L = sum(module(x) * G)
     with G drawn from ``seed``. ``fast_mode=True`` checks ``n_directions`` random directional
     derivatives per tensor instead of every element (cheap for large tensors; the name is
-    ``torch.autograd.gradcheck``'s). Keep the module in eval mode, or its dropout fixed, so that
-    forward is deterministic.
+    ``torch.autograd.gradcheck``'s). Keep the module in eval mode, or its dropout masks fixed
+    (``Dropout.fixed_keep``), so that forward is deterministic.
 
     Returns:
         GradcheckReport, truthy when every tensor passed.

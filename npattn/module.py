@@ -279,7 +279,8 @@ class Module:
 
         Raises:
             StateDictError: with ``strict``, missing or unexpected keys; always, shape mismatches,
-                non-numeric values and non-finite values in floating parameters (all listed at once).
+                non-numeric values, non-finite values in floating parameters and values other than
+                0/1 for bool buffers (all listed at once).
         """
         if not isinstance(state_dict, Mapping):
             raise StateDictError(f"load_state_dict expects a mapping of name -> array, got {type(state_dict).__name__}")
@@ -304,6 +305,13 @@ class Module:
                 problems.append(
                     f"size mismatch for {key}: copying a param with shape {value.shape} from checkpoint, "
                     f"the shape in current model is {target.shape}."
+                )
+                continue
+            if target.dtype == bool and not np.all((value == 0) | (value == 1)):
+                # A bool buffer (the causal mask) takes bools or 0/1 numbers: the book saves its mask as floats.
+                problems.append(
+                    f"non-boolean values in {key}: expected True/False or 0/1, got values such as "
+                    f"{value[(value != 0) & (value != 1)].flat[0]}."
                 )
                 continue
             if target.dtype.kind == "f" and not np.all(np.isfinite(value)):
