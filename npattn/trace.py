@@ -672,7 +672,8 @@ class Comparison:
 
     def _hint(self, name: str) -> str:
         """What the seed says about a first divergence at ``name``, if the stages it reads agreed."""
-        reads = [r for r in STAGE_FORMULAS.get(name, ("", ()))[1] if not r.startswith("W_")]
+        # x is the same for both by construction; the weights are not stages
+        reads = [r for r in STAGE_FORMULAS.get(name, ("", ()))[1] if r != "x" and not r.startswith("W_")]
         unchecked = [r for r in reads if not any(s.name == r and s.compared for s in self.stages)]
         if unchecked:
             return (

@@ -159,8 +159,9 @@ def load_attention(spec: str) -> UserAttention:
         return UserAttention(name, "instance", target)
     if callable(target) and _takes_four_arguments(target):
         return UserAttention(name, "function", target)
+    what = "a function that does not take 4 arguments" if callable(target) else f"of type {type(target).__name__}"
     raise ConfigError(
-        f"{name} is {'a function that does not take 4 arguments' if callable(target) else type(target).__name__!r}: "
+        f"{name} is {what}: "
         "expected a class with W_query, W_key and W_value attributes and a forward/__call__, "
         "or a function of (x, W_query, W_key, W_value)"
     )
