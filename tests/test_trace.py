@@ -218,14 +218,8 @@ def _stages(x, W_query, W_key, W_value, *, scale=None, value_bug=False):
         values = values + 0.1
     attn_scores = queries @ keys.T
     attn_weights = F.softmax(attn_scores * (scale if scale is not None else 1 / np.sqrt(keys.shape[-1])))
-    return {
-        "queries": queries,
-        "keys": keys,
-        "values": values,
-        "attn_scores": attn_scores,
-        "attn_weights": attn_weights,
-        "context_vec": attn_weights @ values,
-    }
+    arrays = (queries, keys, values, attn_scores, attn_weights, attn_weights @ values)
+    return dict(zip(["queries", "keys", "values", "attn_scores", "attn_weights", "context_vec"], arrays))
 
 
 def test_compare_a_module_with_itself_and_with_a_correct_function():
