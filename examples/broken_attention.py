@@ -76,7 +76,7 @@ def projects_to_d_in(x, W_query, W_key, W_value):
     queries, keys = x @ W_query, x @ W_key
     attn_scores = queries @ keys.T
     attn_weights = softmax(attn_scores / keys.shape[-1] ** 0.5, axis=-1)
-    return attn_weights @ x  # BUG: the values were never projected: d_in columns come out
+    return attn_weights @ x  # BUG: the values were never projected (section 3.3): d_in columns come out
 
 
 class SelfAttentionSwapped:

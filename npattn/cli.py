@@ -53,7 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("demo", help="run the main job (the book's chapter-3 example)")
     trace_cmd = sub.add_parser("trace", help="predicted and actual shape of every stage of SelfAttention_v1")
     _add_sizes(trace_cmd)
-    trace_cmd.add_argument("--book", action="store_true", help="the book's input and seed-123 weights (6, 3, 2)")
+    trace_cmd.add_argument(
+        "--book",
+        action="store_true",
+        help="the book's input and seed-123 weights: 6 tokens, d_in=3, d_out=2 (overrides the sizes)",
+    )
     trace_cmd.add_argument("--values", action="store_true", help="also print every stage's array")
     grad_cmd = sub.add_parser("gradcheck", help="finite-difference check of every stage pair and parameter")
     _add_sizes(grad_cmd)

@@ -50,7 +50,7 @@ def attention_variant(
         scale:     "1/sqrt(d_out)" | "1" | "1/sqrt(d_in)" | "1/d_out"
         normalise: "softmax over keys" | "softmax over queries" | "none" | "divide by row sum"
         weights:   "attn_weights" | "attn_weights^T"
-        context:   "values" | "keys"
+        context:   "values" | "keys" | "x" (the unprojected inputs: (..., n, d_in) out)
     """
     d_in, d_out = W_query.shape
     queries, _ = F.project_forward(x, W_query)
@@ -81,7 +81,7 @@ def attention_variant(
         raise ValueError(f"unknown normalise choice {normalise!r}")
     if weights == "attn_weights^T":
         attn_weights = _T(attn_weights)
-    context_vec, _ = F.context_forward(attn_weights, keys if context == "keys" else values)
+    context_vec, _ = F.context_forward(attn_weights, {"values": values, "keys": keys, "x": x}[context])
     return context_vec
 
 
@@ -123,6 +123,11 @@ CATALOGUE: tuple[Mistake, ...] = (
     ),
     Mistake("context_from_keys", "the weights applied to the keys instead of the values", {"context": "keys"}),
     Mistake("weights_transposed", "context computed as attn_weights^T @ values", {"weights": "attn_weights^T"}),
+    Mistake(
+        "values_not_projected",
+        "the weights applied to the inputs x instead of the values x @ W_value (section 3.3's version)",
+        {"context": "x"},
+    ),
     Mistake("missing_causal_mask", "no causal mask: every token also attends to the tokens after it", {}, True),
 )
 

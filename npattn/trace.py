@@ -26,6 +26,8 @@ import numpy as np
 
 from npattn import functional as F
 from npattn._checks import as_array, check_positive_int
+from npattn.attention import SelfAttention_v1
+from npattn.book import BOOK_TOKENS, book_inputs
 from npattn.errors import ConfigError, ShapeError
 from npattn.module import Module
 
@@ -41,6 +43,7 @@ __all__ = [
     "Trace",
     "check_rows",
     "check_shapes",
+    "check_weights",
     "compare",
     "predict_shapes",
     "run_trace",
@@ -800,18 +803,15 @@ def run_trace(
     Raises:
         ConfigError: a size that is not a positive integer.
     """
-    from npattn.attention import SelfAttention_v1
-    from npattn.book import BOOK_TOKENS, book_inputs
-
     out = out if out is not None else sys.stdout
     tokens: Sequence[str] | None = None
     if book:
         x, model, tokens = book_inputs(), SelfAttention_v1(3, 2, rng=123), BOOK_TOKENS
         print('the book\'s example: "Your journey starts with one step", weights of torch.manual_seed(123)\n', file=out)
     else:
-        prediction_args = (check_positive_int(n_tokens, "n_tokens"), d_in, d_out)
+        n = check_positive_int(n_tokens, "n_tokens")
         model = SelfAttention_v1(d_in, d_out, rng=seed)
-        x = np.random.default_rng(seed).random(prediction_args[:2]).astype(np.float32)
+        x = np.random.default_rng(seed).random((n, model.d_in)).astype(np.float32)
         print(f"SelfAttention_v1({d_in}, {d_out}, rng={seed}) on {n_tokens} random tokens\n", file=out)
     prediction = predict_shapes(x.shape[0], model.d_in, model.d_out)
     print("1. predict the shapes before running anything", file=out)

@@ -153,7 +153,7 @@ EXPECTED = {
     "divide_by_row_sum": ("naive_normalisation",),
     "weights_on_keys": ("context_from_keys",),
     "weights_transposed": ("weights_transposed",),
-    "projects_to_d_in": ("shape_mismatch",),
+    "projects_to_d_in": ("values_not_projected", "shape_mismatch"),
     "SelfAttentionSwapped": ("swapped_query_key",),
 }
 
