@@ -11,7 +11,11 @@ import numpy as np
 
 from npattn.attention import SelfAttention_v1
 from npattn.book import BOOK_TOKENS, book_inputs
+from npattn.errors import NpattnError
 from npattn.gradcheck import gradcheck
+from npattn.stagecheck import run_gradcheck
+from npattn.trace import run_trace
+from npattn.usercode import run_check
 
 
 def _format_matrix(a: np.ndarray, row_names: Sequence[str] | None = None) -> str:
@@ -47,7 +51,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="npattn", description="Self-attention with hand-derived backprop in NumPy.")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("demo", help="run the main job (the book's chapter-3 example)")
+    trace_cmd = sub.add_parser("trace", help="predicted and actual shape of every stage of SelfAttention_v1")
+    _add_sizes(trace_cmd)
+    trace_cmd.add_argument(
+        "--book",
+        action="store_true",
+        help="the book's input and seed-123 weights: 6 tokens, d_in=3, d_out=2 (overrides the sizes)",
+    )
+    trace_cmd.add_argument("--values", action="store_true", help="also print every stage's array")
+    grad_cmd = sub.add_parser("gradcheck", help="finite-difference check of every stage pair and parameter")
+    _add_sizes(grad_cmd)
+    check_cmd = sub.add_parser("check", help="check your own attention: FILE.py:NAME (a class or a function)")
+    check_cmd.add_argument("spec", metavar="FILE.py:NAME")
     return parser
+
+
+def _add_sizes(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--tokens", type=int, default=6, help="number of tokens n (default 6)")
+    cmd.add_argument("--d-in", type=int, default=3, help="input dimension (default 3)")
+    cmd.add_argument("--d-out", type=int, default=2, help="output dimension (default 2)")
+    cmd.add_argument("--seed", type=int, default=123, help="seed of the weights and the input (default 123)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -56,5 +79,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command in (None, "demo"):
         return run_book_example(sys.stdout)
+    try:
+        if args.command == "trace":
+            return run_trace(args.tokens, args.d_in, args.d_out, seed=args.seed, book=args.book, values=args.values)
+        if args.command == "gradcheck":
+            return run_gradcheck(args.tokens, args.d_in, args.d_out, seed=args.seed)
+        if args.command == "check":
+            return run_check(args.spec)
+    except NpattnError as exc:
+        print(f"npattn {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     parser.error(f"unknown command {args.command}")
     return 2
