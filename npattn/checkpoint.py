@@ -185,15 +185,19 @@ def _read_npz(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     if not os.path.exists(path):
         raise CheckpointError(f"checkpoint {path!r} does not exist")
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            if not isinstance(npz, np.lib.npyio.NpzFile):
-                raise CheckpointError(f"{path!r} is a single .npy array, not an npattn checkpoint (.npz)")
+        npz = np.load(path, allow_pickle=False)
+        if not isinstance(npz, np.lib.npyio.NpzFile):
+            raise CheckpointError(f"{path!r} is a single .npy array, not an npattn checkpoint (.npz)")
+        with npz:
             if META_KEY not in npz.files:
                 raise CheckpointError(
                     f"{path!r} is an .npz file but not an npattn checkpoint (no {META_KEY!r} entry; "
                     f"members: {', '.join(npz.files[:5])}{', ...' if len(npz.files) > 5 else ''})"
                 )
-            header = json.loads(str(npz[META_KEY][()]))
+            text = npz[META_KEY]
+            if not isinstance(text, np.ndarray) or text.dtype.kind != "U" or text.shape != ():
+                raise CheckpointError(f"{path!r}: the {META_KEY!r} entry is not the text an npattn checkpoint holds")
+            header = json.loads(str(text[()]))
             if not isinstance(header, dict) or header.get("format") != FORMAT:
                 raise CheckpointError(f"{path!r}: the {META_KEY!r} entry does not describe an npattn checkpoint")
             if header.get("version") != VERSION:
@@ -202,6 +206,9 @@ def _read_npz(path: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
                     f"this npattn reads version {VERSION}"
                 )
             arrays = {name: npz[name] for name in npz.files if name != META_KEY}
+            for name, arr in arrays.items():
+                if not isinstance(arr, np.ndarray) or arr.dtype.kind not in "biuf":
+                    raise CheckpointError(f"{path!r}: member {name!r} is not a numeric .npy array")
     except CheckpointError:
         raise
     except ValueError as exc:  # includes pickled content refused by allow_pickle=False
@@ -279,7 +286,8 @@ def _safetensors_bytes(state: Mapping[str, Any], meta: dict[str, Any]) -> bytes:
             ".safetensors holds a flat name -> array state dict (a Module's); save nested state "
             "(an optimizer's, a training run's) to a .npz path"
         )
-    text_meta = {"format": FORMAT, "version": str(VERSION), "npattn": json.dumps(meta)}
+    # safetensors stores tensors sorted; the key order goes into the metadata to restore state_dict order
+    text_meta = {"format": FORMAT, "version": str(VERSION), "npattn": json.dumps({**meta, "order": list(state)})}
     return bytes(st.save({k: np.ascontiguousarray(v) for k, v in state.items()}, metadata=text_meta))
 
 
@@ -300,4 +308,7 @@ def _load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]
         meta.update(json.loads(raw_meta.get("npattn", "{}")))
     except json.JSONDecodeError:
         pass
+    order = meta.pop("order", None)
+    if isinstance(order, list) and sorted(order) == sorted(state):
+        state = {key: state[key] for key in order}
     return state, meta
