@@ -291,7 +291,7 @@ def test_foreign_npz_and_npy(tmp_path):
     with pytest.raises(npattn.CheckpointError, match=r"not an npattn checkpoint \(no '__npattn__' entry; members: W"):
         npattn.load(tmp_path / "plain.npz")
     np.save(tmp_path / "single.npy", np.ones(3))
-    with pytest.raises(npattn.CheckpointError, match="single .npy array"):
+    with pytest.raises(npattn.CheckpointError, match=r"single \.npy array"):
         npattn.load(tmp_path / "single.npy")
 
 
@@ -322,7 +322,10 @@ def test_members_that_do_not_match_the_index(tmp_path, good):
 
 
 def test_other_versions_and_formats(tmp_path):
-    for header, message in [('{"format": "npattn-checkpoint", "version": 99}', "version 99"), ('{"x": 1}', "does not describe")]:
+    for header, message in [
+        ('{"format": "npattn-checkpoint", "version": 99}', "version 99"),
+        ('{"x": 1}', "does not describe"),
+    ]:
         path = tmp_path / "v.npz"
         np.savez(path, __npattn__=np.array(header))
         with pytest.raises(npattn.CheckpointError, match=message):

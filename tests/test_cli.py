@@ -22,7 +22,13 @@ def test_python_dash_m_runs():
 def test_demo_trains_and_shows_the_weights_moving(capsys):
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
-    for text in ["starting weights", "moved from start:  W_query    W_key  W_value", "final weights", "before  [", "after   ["]:
+    for text in [
+        "starting weights",
+        "moved from start:  W_query    W_key  W_value",
+        "final weights",
+        "before  [",
+        "after   [",
+    ]:
         assert text in out
     assert "  accuracy                        24.3%   100.0%" in out
     assert out.count("\n") > 40
