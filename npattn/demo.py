@@ -49,6 +49,15 @@ def _attention_row(weights: np.ndarray, marked: int) -> str:
     return "[" + ", ".join(f"{w:.3f}" + ("*" if j == marked else " ") for j, w in enumerate(weights)) + "]"
 
 
+def _example_sequence(task: SelectiveCopy) -> tuple[np.ndarray, int, int]:
+    """A held-out sequence whose marked token is neither the first nor the last: (x (n, d_in), class, marked)."""
+    for i in range(100):
+        x, target, marked = task.sample_with_marks(np.random.default_rng([task.seed, 2, i]), 1)
+        if 0 < marked[0] < task.n_tokens - 1:
+            break
+    return x[0], int(target[0, 0]), int(marked[0])
+
+
 def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> int:
     """Train on selective copy and print what happens; returns the exit code (0 = learned it)."""
     if plot is not None:
@@ -62,8 +71,7 @@ def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> i
     model = task.make_model()
     optimizer = Adam(model.parameters(), lr=DEMO_LR)
     row_names = [f"class {c}" for c in range(k)] + ["marker", "const"]
-    x_show, target_show, marked_show = task.sample_with_marks(np.random.default_rng([task.seed, 2, 0]), 1)
-    x_show, marked = x_show[0], int(marked_show[0])
+    x_show, target_show, marked = _example_sequence(task)
     tokens = [f"{int(np.argmax(row[:k]))}{'*' if j == marked else ''}" for j, row in enumerate(x_show)]
     before = task.evaluate(model)
     attn_before = attention_weights(model, x_show)
@@ -101,11 +109,10 @@ def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> i
     print("\nfinal weights", file=out)
     print(_format_weights(model, row_names), file=out)
     print(
-        f"\none sequence, token classes: {' '.join(tokens)}   "
-        f"(marked token: position {marked}, class {target_show[0, 0]})",
+        f"\none sequence, token classes: {' '.join(tokens)}   (marked token: position {marked}, class {target_show})",
         file=out,
     )
-    query = 0 if marked != 0 else 1  # a position other than the marked one
+    query = 0  # a position other than the marked one
     print(f"attention weights of position {query} over the {task.n_tokens} tokens:", file=out)
     print(f"  before  {_attention_row(attn_before[query], marked)}", file=out)
     print(f"  after   {_attention_row(attn_after[query], marked)}", file=out)
@@ -134,7 +141,7 @@ def _plot(path: str, history: History, attn_before: np.ndarray, attn_after: np.n
     axes[0].set(title="training loss", xlabel="step", ylabel="cross-entropy")
     for ax, weights, title in ((axes[1], attn_before, "before"), (axes[2], attn_after, "after")):
         image = ax.imshow(weights, vmin=0, vmax=1, cmap="viridis")
-        ax.set(title=f"attention weights {title} training", xlabel="key token", ylabel="query token")
+        ax.set(title=f"attention weights, {title}", xlabel="key token", ylabel="query token")
         ax.set_xticks(range(len(tokens)), tokens)
         ax.set_yticks(range(len(tokens)), tokens)
     fig.colorbar(image, ax=axes[1:], shrink=0.8)

@@ -69,9 +69,13 @@ class _Task:
         """Training batch number ``step``: (x (b, n, d_in), target)."""
         return self._sample(np.random.default_rng([self.seed, 0, step]), size or self.batch_size)
 
+    def eval_rng(self) -> np.random.Generator:
+        """The held-out stream ``[seed, 1, 0]``, which the training batches never use."""
+        return np.random.default_rng([self.seed, 1, 0])
+
     def eval_batch(self, size: int = 1000) -> tuple[np.ndarray, np.ndarray]:
-        """Held-out data from a stream the training batches never use."""
-        return self._sample(np.random.default_rng([self.seed, 1, 0]), size)
+        """Held-out data: (x, target) from ``eval_rng()``."""
+        return self._sample(self.eval_rng(), size)
 
     def _sample(self, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -164,7 +168,7 @@ class SelectiveCopy(_Task):
     def evaluate(self, model: Module) -> dict[str, float]:
         """loss, accuracy (argmax == target over every position) and the mean attention weight
         on the marked token (1.0 = every query attends only to it), on 1000 held-out sequences."""
-        x, target, marked = self.sample_with_marks(np.random.default_rng([self.seed, 1, 0]), 1000)
+        x, target, marked = self.sample_with_marks(self.eval_rng(), 1000)
         logits = model(x)
         weights = attention_weights(model, x)
         return {

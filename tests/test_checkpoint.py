@@ -122,20 +122,20 @@ class Interrupt(BaseException):
 
 
 class FailingFile:
-    """Wraps the temporary file; fails at ``where`` ("write" after writing half the bytes, or "flush")."""
+    """Wraps the temporary file; raises ``error`` at ``where`` ("write" after writing half the bytes, or "flush")."""
 
-    def __init__(self, f, where):
-        self.f, self.where = f, where
+    def __init__(self, f, where, error):
+        self.f, self.where, self.error = f, where, error
 
     def write(self, data):
         if self.where == "write":
             self.f.write(data[: len(data) // 2])
-            raise Interrupt("crash mid-write")
+            raise self.error("crash mid-write")
         return self.f.write(data)
 
     def flush(self):
         if self.where == "flush":
-            raise Interrupt("crash at flush")
+            raise self.error("crash at flush")
         self.f.flush()
 
     def fileno(self):
@@ -168,10 +168,7 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch, s
     elif step in ("write", "flush"):
 
         def fdopen(fd, mode):
-            f = real_fdopen(fd, mode)
-            if error is OSError:
-                return FailingFileOSError(f, step)
-            return FailingFile(f, step)
+            return FailingFile(real_fdopen(fd, mode), step, error)
 
         monkeypatch.setattr(checkpoint.os, "fdopen", fdopen)
     else:
@@ -182,19 +179,6 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch, s
     assert path.read_bytes() == before
     assert_same(npattn.load(path), old)
     assert os.listdir(tmp_path) == ["model.npz"]  # the temporary file was removed
-
-
-class FailingFileOSError(FailingFile):
-    def write(self, data):
-        if self.where == "write":
-            self.f.write(data[: len(data) // 2])
-            raise OSError("disk full")
-        return self.f.write(data)
-
-    def flush(self):
-        if self.where == "flush":
-            raise OSError("disk full")
-        self.f.flush()
 
 
 @pytest.mark.parametrize("step", ["write", "fsync", "replace", "after_replace"])
