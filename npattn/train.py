@@ -253,10 +253,13 @@ def train_task(
     uninterrupted run bit for bit.
 
     Raises:
-        ConfigError: unknown task or optimizer, or ``steps`` below a resumed run's step count.
+        ConfigError: unknown task or optimizer, ``steps`` below a resumed run's step count, or a
+            ``save`` path ending in .safetensors (that format holds only flat weights).
         CheckpointError: an unreadable checkpoint, or one of another run.
         TrainingError: non-finite loss or gradient (the last checkpoint written stays as it was).
     """
+    if save is not None and os.fspath(save).endswith(".safetensors"):
+        raise ConfigError("a training checkpoint holds optimizer state and history: save it to a .npz path")
     start_step = 0
     if resume is not None:
         saved = checkpoint.load(resume)
@@ -317,7 +320,8 @@ def run_train_command(args: Any, out: TextIO) -> int:
     given = {k: getattr(args, k) for k in defaults if getattr(args, k) is not None}
     try:
         if args.resume is not None:
-            run = dict(checkpoint.load(args.resume).get("run", {}))
+            loaded = checkpoint.load(args.resume)
+            run = dict(loaded.get("run", {})) if isinstance(loaded, dict) else {}
             clash = {k: (v, run.get(k)) for k, v in given.items() if run.get(k) != v}
             if clash:
                 raise ConfigError(

@@ -267,6 +267,8 @@ def test_resume_refuses_fewer_steps_and_non_training_checkpoints(tmp_path):
         train_task(resume=tmp_path / "model.npz", steps=5)
     with pytest.raises(npattn.ConfigError, match="unknown optimizer 'rmsprop'"):
         train_task(optimizer="rmsprop")
+    with pytest.raises(npattn.ConfigError, match="save it to a .npz path"):
+        train_task(save=tmp_path / "run.safetensors")
 
 
 def test_cli_killed_by_a_signal_then_resumed_matches_an_uninterrupted_run(tmp_path):
