@@ -176,7 +176,8 @@ def save(obj: Any, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] 
     except (TypeError, ValueError) as exc:
         raise CheckpointError(f"metadata must be JSON-serialisable: {exc}") from None
     buffer = io.BytesIO()
-    np.savez(buffer, **{META_KEY: np.array(header_text)}, **arrays)  # numeric and unicode arrays only: no pickles
+    members: dict[str, Any] = {META_KEY: np.array(header_text), **arrays}  # numeric and unicode arrays: no pickles
+    np.savez(buffer, **members)
     _atomic_write(path, buffer.getvalue())
 
 

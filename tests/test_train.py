@@ -267,7 +267,7 @@ def test_resume_refuses_fewer_steps_and_non_training_checkpoints(tmp_path):
         train_task(resume=tmp_path / "model.npz", steps=5)
     with pytest.raises(npattn.ConfigError, match="unknown optimizer 'rmsprop'"):
         train_task(optimizer="rmsprop")
-    with pytest.raises(npattn.ConfigError, match="save it to a .npz path"):
+    with pytest.raises(npattn.ConfigError, match=r"save it to a \.npz path"):
         train_task(save=tmp_path / "run.safetensors")
 
 
