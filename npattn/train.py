@@ -366,10 +366,10 @@ def run_train_command(args: Any, out: TextIO) -> int:
 
 def progress_header(names: tuple[str, ...] = ("W_query", "W_key", "W_value")) -> str:
     """The column titles above ``progress_line``."""
-    return " step      loss   moved from start:" + "".join(f"{name:>9}" for name in names)
+    return " step       loss   moved from start:" + "".join(f"{name:>9}" for name in names)
 
 
 def progress_line(step: int, loss: float, history: History) -> str:
     """``step, loss, ||W - W_start||`` for every parameter, as the last log recorded them."""
     moved = "".join(f"{history.moved_from_start.get(name, [0.0])[-1]:9.3f}" for name in history.start)
-    return f"{step:>5}  {loss:8.4g}  {'':>17}{moved}"
+    return f"{step:>5}  {loss:9.4g}  {'':>17}{moved}"

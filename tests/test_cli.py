@@ -33,8 +33,8 @@ def test_demo_trains_and_shows_the_weights_moving(capsys):
     assert "  accuracy                        24.3%   100.0%" in out
     assert out.count("\n") > 40
     # the progress lines: step 0 shows no movement, later steps show W_value moving
-    assert "    0     1.479                       0.000    0.000    0.000" in out
-    assert "  300  0.005966" in out
+    assert "    0      1.479                       0.000    0.000    0.000" in out
+    assert "  300   0.005966                       5.205    2.498   12.153" in out
 
 
 def test_no_command_runs_the_demo(capsys):
