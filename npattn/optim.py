@@ -62,7 +62,8 @@ class Optimizer:
         groups: list[Any] = list(params)
         if not groups:
             raise ConfigError(
-                f"{type(self).__name__} got an empty parameter list (did you pass model.parameters() twice?)"
+                f"{type(self).__name__} got an empty parameter list: pass model.parameters() "
+                "(a generator is used up after one pass)"
             )
         if not isinstance(groups[0], Mapping):
             groups = [{"params": groups}]
