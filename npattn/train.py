@@ -264,14 +264,14 @@ def train_task(
     if resume is not None:
         saved = checkpoint.load(resume)
         try:
-            run, start_step = dict(saved["run"]), int(saved["step"])
+            stored, start_step = saved["run"], int(saved["step"])
+            run = _run_config(stored["task"], stored["optimizer"], stored["lr"], steps, stored["seed"])
         except (KeyError, TypeError, ValueError):
             raise CheckpointError(
                 f"{os.fspath(resume)!r} is not a training checkpoint (no 'run'/'step' entries)"
             ) from None
         if steps < start_step:
-            raise ConfigError(f"--steps {steps} is below the checkpoint's step count {start_step}")
-        run["steps"] = int(steps)
+            raise ConfigError(f"steps={steps} is below the checkpoint's step count {start_step}")
     else:
         run = _run_config(task, optimizer, lr, steps, seed)
     the_task = make_task(run["task"], seed=run["seed"])
