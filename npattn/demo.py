@@ -8,6 +8,7 @@ after training. ``--plot FILE.png`` also draws the loss curve and the attention 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -64,8 +65,8 @@ def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> i
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print(PLOT_HINT, file=out)
-            return 1
+            print(f"npattn demo: {PLOT_HINT}", file=sys.stderr)
+            return 2
     task = SelectiveCopy(seed=123)
     k = task.n_classes
     model = task.make_model()

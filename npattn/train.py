@@ -20,6 +20,7 @@ loss or a gradient stops being finite. ``fit_lbfgs`` hands the same hand-derived
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -314,7 +315,7 @@ def run_train_command(args: Any, out: TextIO) -> int:
     """``npattn train``: parse-free glue between the CLI options and ``train_task``.
 
     Prints a progress line every ``--log-every`` steps and the held-out evaluation at the end.
-    Errors (bad checkpoint, non-finite loss, bad option) print one clear line and return 1.
+    Errors (bad checkpoint, non-finite loss, bad option) print one clear line to stderr and return 2.
     """
     defaults = {"task": "selective-copy", "optimizer": "adam", "lr": 0.05, "seed": 123}
     given = {k: getattr(args, k) for k in defaults if getattr(args, k) is not None}
@@ -355,8 +356,8 @@ def run_train_command(args: Any, out: TextIO) -> int:
             on_log=on_log,
         )
     except NpattnError as exc:
-        print(f"npattn train: error: {exc}", file=out)
-        return 1
+        print(f"npattn train: error: {exc}", file=sys.stderr)
+        return 2
     scores = task.evaluate(model)
     print("held-out: " + ", ".join(f"{k} {v:.6g}" for k, v in scores.items()), file=out)
     if args.save:

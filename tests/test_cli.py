@@ -44,8 +44,8 @@ def test_no_command_runs_the_demo(capsys):
 
 def test_demo_plot_without_matplotlib_says_how_to_get_it(capsys, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
-    assert main(["demo", "--plot", str(tmp_path / "fig.png")]) == 1
-    assert "pip install 'npattn[plot]'" in capsys.readouterr().out
+    assert main(["demo", "--plot", str(tmp_path / "fig.png")]) == 2
+    assert "pip install 'npattn[plot]'" in capsys.readouterr().err
     assert not (tmp_path / "fig.png").exists()
 
 
@@ -66,10 +66,10 @@ def test_train_save_resume_and_errors(capsys, tmp_path):
     assert main(["train", "--steps", "60", "--resume", str(ck), "--save", str(ck)]) == 0
     assert npattn.load(ck)["step"] == 60
     # options that contradict the stored run are refused, not silently ignored
-    assert main(["train", "--steps", "80", "--resume", str(ck), "--lr", "0.1"]) == 1
-    assert "--lr 0.1 (checkpoint: 0.05)" in capsys.readouterr().out
+    assert main(["train", "--steps", "80", "--resume", str(ck), "--lr", "0.1"]) == 2
+    assert "--lr 0.1 (checkpoint: 0.05)" in capsys.readouterr().err
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    assert main(["train", "--resume", str(tmp_path / "junk.npz")]) == 1
-    assert "npattn train: error:" in capsys.readouterr().out
+    assert main(["train", "--resume", str(tmp_path / "junk.npz")]) == 2
+    assert "npattn train: error:" in capsys.readouterr().err
     m, _, _, _ = npattn.train_task("teacher-student", steps=60)
     np.testing.assert_array_equal(npattn.load(ck)["model"]["W_key"], m.W_key.data)
