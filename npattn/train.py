@@ -113,7 +113,7 @@ def _check_finite(model: Module, loss: float, step: int) -> None:
     if problem:
         raise TrainingError(
             f"training stopped at step {step}: {problem}. The weights were not updated (they hold the values "
-            "after the previous step) and no checkpoint was written; try a smaller learning rate."
+            "after the previous step) and the last checkpoint, if any, is untouched; try a smaller learning rate."
         )
 
 
@@ -343,18 +343,19 @@ def run_train_command(args: Any, out: TextIO) -> int:
         def on_log(step: int, loss: float, history: History) -> None:
             print(progress_line(step, loss, history), file=out)
 
-        model, _, _, task = train_task(
-            settings["task"],
-            optimizer=settings["optimizer"],
-            lr=settings["lr"],
-            steps=args.steps,
-            seed=settings["seed"],
-            save=args.save,
-            save_every=args.save_every,
-            resume=args.resume,
-            log_every=args.log_every,
-            on_log=on_log,
-        )
+        with np.errstate(over="ignore", invalid="ignore"):  # a non-finite loss is reported by TrainingError
+            model, _, _, task = train_task(
+                settings["task"],
+                optimizer=settings["optimizer"],
+                lr=settings["lr"],
+                steps=args.steps,
+                seed=settings["seed"],
+                save=args.save,
+                save_every=args.save_every,
+                resume=args.resume,
+                log_every=args.log_every,
+                on_log=on_log,
+            )
     except NpattnError as exc:
         print(f"npattn train: error: {exc}", file=sys.stderr)
         return 2
