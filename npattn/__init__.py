@@ -1,13 +1,15 @@
 """npattn: self-attention with hand-derived backpropagation in pure NumPy.
 
 Layers, bottom to top (no import runs upward):
-    errors, _checks, random, functional   stage forward/backward pairs, validation, PyTorch's RNG
+    errors, _checks, random, functional    stage forward/backward pairs, validation, PyTorch's RNG
     module, layers, attention              Parameter/Module, Linear/Dropout, the chapter-3 classes
-    gradcheck, cli                         tools on top of modules
+    losses, optim, checkpoint, tasks       training pieces: PyTorch-named losses and optimizers, safe files
+    gradcheck, train, demo                 tools on top of modules
     trace, diagnose, stagecheck, usercode  debugging tools: shapes, traces, row check, bug fingerprints
+    cli                                    the `npattn` command
 """
 
-from npattn import functional
+from npattn import functional, losses, optim, tasks
 from npattn.attention import (
     CausalAttention,
     MultiHeadAttention,
@@ -16,6 +18,7 @@ from npattn.attention import (
     SelfAttention_v2,
 )
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
+from npattn.checkpoint import load, load_metadata, save
 from npattn.diagnose import CATALOGUE, Diagnosis, Mistake, diagnose
 from npattn.errors import (
     BackwardError,
@@ -26,9 +29,11 @@ from npattn.errors import (
     NpattnError,
     ShapeError,
     StateDictError,
+    TrainingError,
 )
 from npattn.gradcheck import GradcheckReport, TensorCheck, gradcheck, gradcheck_stage
 from npattn.layers import Dropout, Linear
+from npattn.losses import CrossEntropyLoss, MSELoss
 from npattn.module import IncompatibleKeys, Module, ModuleList, Parameter
 from npattn.random import TorchGenerator
 from npattn.stagecheck import PipelineGradcheck, gradcheck_pipeline
@@ -45,6 +50,7 @@ from npattn.trace import (
     trace,
     weights_of,
 )
+from npattn.train import History, fit, fit_lbfgs, train_task
 from npattn.usercode import CheckReport, check_attention
 
 __version__ = "0.1.0"
@@ -58,13 +64,16 @@ __all__ = [
     "CheckpointError",
     "Comparison",
     "ConfigError",
+    "CrossEntropyLoss",
     "DTypeError",
     "Diagnosis",
     "Dropout",
     "GradcheckError",
     "GradcheckReport",
+    "History",
     "IncompatibleKeys",
     "Linear",
+    "MSELoss",
     "Mistake",
     "Module",
     "ModuleList",
@@ -83,6 +92,7 @@ __all__ = [
     "TensorCheck",
     "TorchGenerator",
     "Trace",
+    "TrainingError",
     "__version__",
     "book_batch",
     "book_inputs",
@@ -91,11 +101,20 @@ __all__ = [
     "check_shapes",
     "compare",
     "diagnose",
+    "fit",
+    "fit_lbfgs",
     "functional",
     "gradcheck",
     "gradcheck_pipeline",
     "gradcheck_stage",
+    "load",
+    "load_metadata",
+    "losses",
+    "optim",
     "predict_shapes",
+    "save",
+    "tasks",
     "trace",
+    "train_task",
     "weights_of",
 ]

@@ -11,19 +11,13 @@ import numpy as np
 
 from npattn.attention import SelfAttention_v1
 from npattn.book import BOOK_TOKENS, book_inputs
+from npattn.demo import format_matrix, run_demo
 from npattn.errors import NpattnError
 from npattn.gradcheck import gradcheck
 from npattn.stagecheck import run_gradcheck
 from npattn.trace import run_trace
+from npattn.train import run_train_command
 from npattn.usercode import run_check
-
-
-def _format_matrix(a: np.ndarray, row_names: Sequence[str] | None = None) -> str:
-    lines = []
-    for i, row in enumerate(np.atleast_2d(a)):
-        name = f"{row_names[i]:<8} " if row_names else ""
-        lines.append("  " + name + "[" + ", ".join(f"{v: .4f}" for v in row) + "]")
-    return "\n".join(lines)
 
 
 def run_book_example(out: TextIO) -> int:
@@ -40,17 +34,40 @@ def run_book_example(out: TextIO) -> int:
     for name, arr in stages:
         print(f"{name:<14} {arr.shape!s:<8}", file=out)
     print("\ncontext_vec (the book prints the same digits):", file=out)
-    print(_format_matrix(context_vec, BOOK_TOKENS), file=out)
+    print(format_matrix(context_vec, BOOK_TOKENS), file=out)
     report = gradcheck(model, x, raise_exception=False)
     print("\ngradient check (float64, central differences, random upstream gradient):", file=out)
     print(report, file=out)
     return 0 if report else 1
 
 
+def _add_sizes(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--tokens", type=int, default=6, help="number of tokens n (default 6)")
+    cmd.add_argument("--d-in", type=int, default=3, help="input dimension (default 3)")
+    cmd.add_argument("--d-out", type=int, default=2, help="output dimension (default 2)")
+    cmd.add_argument("--seed", type=int, default=123, help="seed of the weights and the input (default 123)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="npattn", description="Self-attention with hand-derived backprop in NumPy.")
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("demo", help="run the main job (the book's chapter-3 example)")
+    demo = sub.add_parser("demo", help="the main job: watch training adjust W_query, W_key, W_value (selective copy)")
+    demo.add_argument(
+        "--plot", metavar="FILE.png", help="also draw the loss curve and attention heatmaps (needs matplotlib)"
+    )
+    sub.add_parser("book", help="the book's chapter-3 example: stage shapes, context vectors, gradient check")
+    train = sub.add_parser("train", help="train SelfAttention_v1 on a task, with checkpoints (--save/--resume)")
+    train.add_argument(
+        "--task", choices=["selective-copy", "teacher-student"], default=None, help="default: selective-copy"
+    )
+    train.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default=None, help="default: adam")
+    train.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.05)")
+    train.add_argument("--steps", type=int, default=300, help="total number of steps (default: 300)")
+    train.add_argument("--seed", type=int, default=None, help="seed of the weights and the data (default: 123)")
+    train.add_argument("--log-every", type=int, default=30, help="print a progress line every N steps (default: 30)")
+    train.add_argument("--save", metavar="FILE", help="write a checkpoint (.npz) here (atomically)")
+    train.add_argument("--save-every", type=int, default=0, help="checkpoint every N steps (default: only at the end)")
+    train.add_argument("--resume", metavar="FILE", help="continue the run stored in this checkpoint up to --steps")
     trace_cmd = sub.add_parser("trace", help="predicted and actual shape of every stage of SelfAttention_v1")
     _add_sizes(trace_cmd)
     trace_cmd.add_argument(
@@ -66,28 +83,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_sizes(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--tokens", type=int, default=6, help="number of tokens n (default 6)")
-    cmd.add_argument("--d-in", type=int, default=3, help="input dimension (default 3)")
-    cmd.add_argument("--d-out", type=int, default=2, help="output dimension (default 2)")
-    cmd.add_argument("--seed", type=int, default=123, help="seed of the weights and the input (default 123)")
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command in (None, "demo"):
+        return run_demo(sys.stdout, plot=getattr(args, "plot", None))
+    if args.command == "book":
+        return run_book_example(sys.stdout)
+    if args.command == "train":
+        return run_train_command(args, sys.stdout)
+    if args.command == "trace":
+        return run_trace(args.tokens, args.d_in, args.d_out, seed=args.seed, book=args.book, values=args.values)
+    if args.command == "gradcheck":
+        return run_gradcheck(args.tokens, args.d_in, args.d_out, seed=args.seed)
+    if args.command == "check":
+        return run_check(args.spec)
+    raise NpattnError(f"unknown command {args.command}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``npattn`` console script; returns the exit code."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command in (None, "demo"):
-        return run_book_example(sys.stdout)
+    """Entry point of the ``npattn`` console script; returns the exit code (2 for a usage error)."""
+    args = build_parser().parse_args(argv)
     try:
-        if args.command == "trace":
-            return run_trace(args.tokens, args.d_in, args.d_out, seed=args.seed, book=args.book, values=args.values)
-        if args.command == "gradcheck":
-            return run_gradcheck(args.tokens, args.d_in, args.d_out, seed=args.seed)
-        if args.command == "check":
-            return run_check(args.spec)
+        return _dispatch(args)
     except NpattnError as exc:
-        print(f"npattn {args.command}: error: {exc}", file=sys.stderr)
+        print(f"npattn {args.command or 'demo'}: error: {exc}", file=sys.stderr)
         return 2
-    parser.error(f"unknown command {args.command}")
-    return 2
+    except BrokenPipeError:  # e.g. `npattn trace --book | head`
+        sys.stderr.close()
+        return 0

@@ -7,7 +7,8 @@ NpattnError
 ├── BackwardError     (RuntimeError) backward called before forward, or after the input changed
 ├── StateDictError    (ValueError, RuntimeError)  load_state_dict found missing/unexpected/bad keys
 ├── GradcheckError    (RuntimeError) analytical and numerical gradients disagree
-└── CheckpointError   (ValueError)   a checkpoint file is missing, truncated or foreign
+├── CheckpointError   (ValueError)   a checkpoint file is missing, truncated or foreign
+└── TrainingError     (RuntimeError) training stopped: the loss or a gradient is NaN or inf
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "NpattnError",
     "ShapeError",
     "StateDictError",
+    "TrainingError",
 ]
 
 
@@ -54,3 +56,7 @@ class GradcheckError(NpattnError, RuntimeError):
 
 class CheckpointError(NpattnError, ValueError):
     """A checkpoint file is missing, truncated, foreign, or holds something it must not."""
+
+
+class TrainingError(NpattnError, RuntimeError):
+    """Training stopped because the loss or a gradient became NaN or inf (weights left unchanged)."""

@@ -1,0 +1,287 @@
+"""Optimizers: trajectories pinned to PyTorch's documented algorithms (float64, 1e-12), parity with
+torch.optim when torch is installed, exact resume through state_dict, and clear errors."""
+
+import math
+
+import numpy as np
+import pytest
+
+import npattn
+from npattn.optim import SGD, Adam, AdamW
+
+STEPS = 12
+ATOL = 1e-12
+
+
+def quadratic(rng, shapes):
+    """Gradients that depend on the parameters (a convex quadratic plus a drift): g = A theta + b."""
+    problems = []
+    for shape in shapes:
+        n = math.prod(shape)
+        M = rng.standard_normal((n, n))
+        problems.append((M @ M.T / n + 0.1 * np.eye(n), rng.standard_normal(n), shape))
+    return problems
+
+
+def grads_of(thetas, problems, step):
+    return [(A @ t.ravel() + b * (1 + 0.1 * step)).reshape(shape) for t, (A, b, shape) in zip(thetas, problems)]
+
+
+# ----------------------------------------------------------------------------------------------
+# The reference algorithms, written from the pseudo-code boxes of PyTorch's documentation
+# (torch.optim.SGD / Adam / AdamW), in the documentation's own form and order.
+
+
+def reference_sgd(
+    theta, grads_fn, steps, lr, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False
+):
+    thetas = [t.copy() for t in theta]
+    bufs = [None] * len(thetas)
+    for t in range(1, steps + 1):
+        grads = grads_fn(thetas, t - 1)
+        for i, g in enumerate(grads):
+            if maximize:
+                g = -g
+            if weight_decay != 0:
+                g = g + weight_decay * thetas[i]
+            if momentum != 0:
+                if t > 1:
+                    bufs[i] = momentum * bufs[i] + (1 - dampening) * g
+                else:
+                    bufs[i] = g
+                if nesterov:
+                    g = g + momentum * bufs[i]
+                else:
+                    g = bufs[i]
+            thetas[i] = thetas[i] - lr * g
+    return thetas
+
+
+def reference_adam(
+    theta, grads_fn, steps, lr, betas, eps, weight_decay, amsgrad=False, maximize=False, decoupled=False
+):
+    beta1, beta2 = betas
+    thetas = [t.copy() for t in theta]
+    m = [np.zeros_like(t) for t in thetas]
+    v = [np.zeros_like(t) for t in thetas]
+    v_max = [np.zeros_like(t) for t in thetas]
+    for t in range(1, steps + 1):
+        grads = grads_fn(thetas, t - 1)
+        for i, g in enumerate(grads):
+            if maximize:
+                g = -g
+            if decoupled:  # AdamW
+                thetas[i] = thetas[i] - lr * weight_decay * thetas[i]
+            elif weight_decay != 0:  # Adam
+                g = g + weight_decay * thetas[i]
+            m[i] = beta1 * m[i] + (1 - beta1) * g
+            v[i] = beta2 * v[i] + (1 - beta2) * g**2
+            m_hat = m[i] / (1 - beta1**t)
+            if amsgrad:
+                v_max[i] = np.maximum(v_max[i], v[i])
+                v_hat = v_max[i] / (1 - beta2**t)
+            else:
+                v_hat = v[i] / (1 - beta2**t)
+            thetas[i] = thetas[i] - lr * m_hat / (np.sqrt(v_hat) + eps)
+    return thetas
+
+
+SGD_CONFIGS = [
+    {"lr": 0.05},
+    {"lr": 0.05, "momentum": 0.9},
+    {"lr": 0.05, "momentum": 0.9, "dampening": 0.3},
+    {"lr": 0.05, "momentum": 0.9, "nesterov": True},
+    {"lr": 0.05, "weight_decay": 0.1},
+    {"lr": 0.03, "momentum": 0.8, "dampening": 0.1, "weight_decay": 0.05},
+    {"lr": 0.02, "momentum": 0.7, "nesterov": True, "weight_decay": 0.2},
+    {"lr": 0.05, "momentum": 0.9, "maximize": True},
+]
+ADAM_CONFIGS = [
+    {"lr": 0.01, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0},
+    {"lr": 0.05, "betas": (0.8, 0.99), "eps": 1e-6, "weight_decay": 0.1},
+    {"lr": 0.05, "betas": (0.0, 0.5), "eps": 1e-8, "weight_decay": 0.0},
+    {"lr": 0.01, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.02, "amsgrad": True},
+    {"lr": 0.01, "betas": (0.9, 0.999), "eps": 1e-8, "weight_decay": 0.0, "maximize": True},
+]
+
+
+def setup(rng):
+    shapes = [(3, 2), (4,)]
+    problems = quadratic(rng, shapes)
+    start = [rng.standard_normal(s) for s in shapes]
+    params = [npattn.Parameter(s.copy()) for s in start]
+    return problems, start, params
+
+
+def run(optimizer, params, problems, steps=STEPS):
+    for step in range(steps):
+        for p, g in zip(params, grads_of([p.data for p in params], problems, step)):
+            p.grad[...] = g
+        optimizer.step()
+        optimizer.zero_grad()
+    return [p.data for p in params]
+
+
+@pytest.mark.parametrize("config", SGD_CONFIGS)
+def test_sgd_matches_published_algorithm(rng, config):
+    problems, start, params = setup(rng)
+    got = run(SGD(params, **config), params, problems)
+    want = reference_sgd(start, lambda th, k: grads_of(th, problems, k), STEPS, **config)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("cls", [Adam, AdamW])
+@pytest.mark.parametrize("config", ADAM_CONFIGS)
+def test_adam_and_adamw_match_published_algorithm(rng, cls, config):
+    problems, start, params = setup(rng)
+    got = run(cls(params, **config), params, problems)
+    want = reference_adam(start, lambda th, k: grads_of(th, problems, k), STEPS, decoupled=cls is AdamW, **config)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=ATOL)
+
+
+def test_reference_comparison_detects_the_wrong_weight_decay(rng):
+    """The 1e-12 comparison can fail: Adam's L2 decay is not AdamW's decoupled decay."""
+    problems, start, params = setup(rng)
+    config = ADAM_CONFIGS[1]
+    got = run(Adam(params, **config), params, problems)
+    wrong = reference_adam(start, lambda th, k: grads_of(th, problems, k), STEPS, decoupled=True, **config)
+    assert max(np.max(np.abs(g - w)) for g, w in zip(got, wrong)) > 1e-4
+
+
+def test_defaults_are_pytorchs():
+    p = [npattn.Parameter(np.zeros(2))]
+    assert SGD(p).defaults["lr"] == 1e-3
+    assert Adam(p).defaults == {
+        "lr": 1e-3,
+        "betas": (0.9, 0.999),
+        "eps": 1e-8,
+        "weight_decay": 0.0,
+        "amsgrad": False,
+        "maximize": False,
+    }
+    assert AdamW(p).defaults["weight_decay"] == 1e-2
+
+
+@pytest.mark.parametrize("cls,config", [(SGD, SGD_CONFIGS[5]), (Adam, ADAM_CONFIGS[3]), (AdamW, ADAM_CONFIGS[1])])
+def test_state_dict_resume_is_exact(rng, tmp_path, cls, config):
+    problems, start, params = setup(rng)
+    straight = run(cls(params, **config), params, problems, STEPS)
+
+    params = [npattn.Parameter(s.copy()) for s in start]
+    first = cls(params, **config)
+    run(first, params, problems, 5)
+    npattn.save(first.state_dict(), tmp_path / "opt.npz")
+    saved_data = [p.data.copy() for p in params]
+
+    params2 = [npattn.Parameter(d) for d in saved_data]
+    second = cls(params2, lr=123.0)  # hyper-parameters come back from the state dict
+    second.load_state_dict(npattn.load(tmp_path / "opt.npz"))
+    assert second.param_groups[0]["lr"] == config["lr"]
+    for step in range(5, STEPS):
+        for p, g in zip(params2, grads_of([p.data for p in params2], problems, step)):
+            p.grad[...] = g
+        second.step()
+        second.zero_grad()
+    for a, b in zip(straight, params2):
+        np.testing.assert_array_equal(a, b.data)
+
+
+def test_param_groups_take_their_own_lr(rng):
+    a, b = npattn.Parameter(np.ones(2)), npattn.Parameter(np.ones(2))
+    opt = SGD([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1)
+    a.grad[...] = 1
+    b.grad[...] = 1
+    opt.step()
+    np.testing.assert_allclose(a.data, 0.9)
+    np.testing.assert_allclose(b.data, 0.5)
+
+
+def test_zero_grad_zeros_in_place():
+    p = npattn.Parameter(np.ones(3))
+    grad = p.grad
+    grad[...] = 5
+    SGD([p], lr=0.1).zero_grad()
+    assert p.grad is grad and not p.grad.any()
+
+
+def test_optimizes_a_module():
+    model = npattn.SelfAttention_v1(3, 2, rng=123)
+    opt = Adam(model.parameters(), lr=0.1)
+    before = model.W_query.data.copy()
+    model.backward(np.ones_like(model(npattn.book_inputs())))
+    opt.step()
+    assert not np.array_equal(before, model.W_query.data)
+    assert model.W_query.data.dtype == np.float32
+
+
+@pytest.mark.parametrize(
+    "make,message",
+    [
+        (lambda p: SGD([], lr=0.1), "empty parameter list"),
+        (lambda p: Adam(iter(()), lr=0.1), "empty parameter list"),
+        (lambda p: SGD(p[0], lr=0.1), "single Parameter"),
+        (lambda p: SGD([np.zeros(2)], lr=0.1), "can only optimize npattn.Parameter"),
+        (lambda p: SGD(p, lr=-0.1), "Invalid learning rate: -0.1"),
+        (lambda p: Adam(p, lr=-1e-3), "Invalid learning rate"),
+        (lambda p: AdamW(p, lr=float("nan")), "Invalid learning rate"),
+        (lambda p: SGD(p, lr=0.1, momentum=-0.5), "Invalid momentum value"),
+        (lambda p: SGD(p, lr=0.1, weight_decay=-1), "Invalid weight_decay value"),
+        (lambda p: SGD(p, lr=0.1, nesterov=True), "Nesterov momentum requires a momentum and zero dampening"),
+        (lambda p: SGD(p, lr=0.1, momentum=0.9, dampening=0.1, nesterov=True), "Nesterov"),
+        (lambda p: Adam(p, betas=(1.0, 0.999)), r"beta parameter at index 0: 1.0 \(must lie in \[0, 1\)\)"),
+        (lambda p: Adam(p, betas=(-0.1, 0.999)), "index 0"),
+        (lambda p: AdamW(p, betas=(0.9, 1.0)), "index 1"),
+        (lambda p: Adam(p, betas=(0.9, 1.5)), "index 1"),
+        (lambda p: Adam(p, betas=0.9), "expected a pair"),
+        (lambda p: Adam(p, eps=-1e-8), "Invalid epsilon value"),
+        (lambda p: Adam(p, weight_decay=-0.01), "Invalid weight_decay value"),
+        (lambda p: SGD([{"params": p}, {"params": p}], lr=0.1), "more than one parameter group"),
+    ],
+)
+def test_bad_arguments_raise_clear_errors(make, message):
+    params = [npattn.Parameter(np.zeros(2))]
+    with pytest.raises(npattn.ConfigError, match=message):
+        make(params)
+
+
+def test_load_state_dict_rejects_mismatches():
+    p = [npattn.Parameter(np.zeros((2, 2))), npattn.Parameter(np.zeros(3))]
+    opt = Adam(p)
+    for q in p:
+        q.grad[...] = 1
+    opt.step()
+    state = opt.state_dict()
+    with pytest.raises(npattn.StateDictError, match="has 2 parameters, this optimizer has 1"):
+        Adam(p[:1]).load_state_dict(state)
+    other = Adam([npattn.Parameter(np.zeros((2, 2))), npattn.Parameter(np.zeros(4))])
+    with pytest.raises(npattn.StateDictError, match=r"has shape \(3,\), the parameter has \(4,\)"):
+        other.load_state_dict(state)
+    with pytest.raises(npattn.StateDictError, match="1 parameter groups"):
+        SGD([{"params": p[:1]}, {"params": p[1:]}], lr=0.1).load_state_dict(state)
+    with pytest.raises(npattn.StateDictError, match="needs 'state' and 'param_groups'"):
+        opt.load_state_dict({"state": {}})
+
+
+# ----------------------------------------------------------------------------------------------
+# Parity with torch.optim (float64).
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(
+    "name,config",
+    [("SGD", c) for c in SGD_CONFIGS] + [(n, c) for n in ("Adam", "AdamW") for c in ADAM_CONFIGS],
+)
+def test_torch_parity(rng, name, config):
+    torch = pytest.importorskip("torch")
+    problems, start, params = setup(rng)
+    got = run({"SGD": SGD, "Adam": Adam, "AdamW": AdamW}[name](params, **config), params, problems)
+    tparams = [torch.tensor(s.copy(), dtype=torch.float64, requires_grad=True) for s in start]
+    topt = getattr(torch.optim, name)(tparams, **config)
+    for step in range(STEPS):
+        for tp, g in zip(tparams, grads_of([tp.detach().numpy() for tp in tparams], problems, step)):
+            tp.grad = torch.from_numpy(g.copy())
+        topt.step()
+    for g, tp in zip(got, tparams):
+        np.testing.assert_allclose(g, tp.detach().numpy(), rtol=0, atol=ATOL)
