@@ -96,7 +96,8 @@ def check_float_dtype(dtype: Any, name: str = "dtype") -> np.dtype:
     except TypeError:
         resolved = None
     if resolved is None or resolved.kind != "f":
-        raise DTypeError(f"{name} must be a floating dtype such as np.float32 or np.float64, got {dtype!r}")
+        got = repr(dtype) if resolved is None else resolved.name
+        raise DTypeError(f"{name} must be a floating dtype such as np.float32 or np.float64, got {got}")
     return resolved
 
 

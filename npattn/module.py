@@ -297,7 +297,7 @@ class Module:
             try:
                 value = as_array(state_dict[key], key)
             except (TypeError, ValueError) as exc:
-                problems.append(f"bad value for {key}: {exc}")
+                problems.append(f"bad value for {exc}")  # exc names the key
                 continue
             if value.shape != target.shape:
                 problems.append(
