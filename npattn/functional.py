@@ -90,12 +90,14 @@ def _broadcasts_to(small: tuple[int, ...], shape: tuple[int, ...]) -> bool:
         return False
 
 
-def _matmul_fits(a: np.ndarray, b: np.ndarray, a_axis: int, b_axis: int) -> bool:
-    """Both at least 2-D, with equal leading (batch, head) axes and a.shape[a_axis] == b.shape[b_axis].
+def _check_matmul(stage: str, rule: str, a_axis: int, b_axis: int, **operands: np.ndarray) -> None:
+    """Both operands at least 2-D, with equal leading (batch, head) axes and a.shape[a_axis] == b.shape[b_axis].
 
     Equal leading axes, not merely broadcastable ones: the backward does not sum over broadcast axes.
     """
-    return a.ndim >= 2 and a.shape[:-2] == b.shape[:-2] and b.ndim >= 2 and a.shape[a_axis] == b.shape[b_axis]
+    a, b = operands.values()
+    if not (a.ndim >= 2 and b.ndim >= 2 and a.shape[:-2] == b.shape[:-2] and a.shape[a_axis] == b.shape[b_axis]):
+        raise _shape_error(stage, rule, **operands)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -145,13 +147,8 @@ def bias_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarr
 
 def scores_forward(queries: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, tuple]:
     """attn_scores = queries @ keys^T: one score per (query, key) pair."""
-    if not _matmul_fits(queries, keys, -1, -1):
-        raise _shape_error(
-            "scores_forward",
-            "queries (..., n, k) and keys (..., m, k) need the same k and the same leading dims",
-            queries=queries,
-            keys=keys,
-        )
+    rule = "queries (..., n, k) and keys (..., m, k) need the same k and the same leading dims"
+    _check_matmul("scores_forward", rule, -1, -1, queries=queries, keys=keys)
     attn_scores = queries @ _T(keys)
     return attn_scores, (queries, keys)
 
@@ -256,13 +253,8 @@ def dropout_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
 
 def context_forward(attn_weights: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, tuple]:
     """context_vec = attn_weights @ values: each row a weighted average of the value vectors."""
-    if not _matmul_fits(attn_weights, values, -1, -2):
-        raise _shape_error(
-            "context_forward",
-            "attn_weights (..., n, m) and values (..., m, k) need the same m and the same leading dims",
-            attn_weights=attn_weights,
-            values=values,
-        )
+    rule = "attn_weights (..., n, m) and values (..., m, k) need the same m and the same leading dims"
+    _check_matmul("context_forward", rule, -1, -2, attn_weights=attn_weights, values=values)
     context_vec = attn_weights @ values
     return context_vec, (attn_weights, values)
 

@@ -521,8 +521,8 @@ def library_bad_inputs() -> list[BadInput]:
         ("softmax", F.softmax_forward, (np.ones((4, 5)), 0.5)),
         ("dropout", F.dropout_forward, (np.ones((4, 5)), np.ones((4, 5), bool), 0.5)),
         ("context", F.context_forward, (np.ones((4, 5)), np.ones((5, 2)))),
-        ("split", F.split_heads_forward, (np.ones((2, 4, 6)), 2)),
-        ("merge", F.merge_heads_forward, (np.ones((2, 3, 4, 2)),)),
+        ("split_heads", F.split_heads_forward, (np.ones((2, 4, 6)), 2)),
+        ("merge_heads", F.merge_heads_forward, (np.ones((2, 3, 4, 2)),)),
         ("concat", F.concat_forward, ([np.ones((4, 2)), np.ones((4, 3))],)),
     ]}  # fmt: skip
     rows += [
@@ -639,76 +639,29 @@ def library_bad_inputs() -> list[BadInput]:
             "[(4, 2), (5, 2)]",
         ),
         ("F.concat_forward(arrays)", "no arrays", lambda: F.concat_forward([]), npattn.ShapeError, "got []"),
+    ]
+    backward_rows = [
+        ("project", "gradient of another shape", (4, 3), "expected a gradient of shape (4, 2)"),
+        ("bias", "gradient of another shape", (4, 2), "expected a gradient of shape (4, 3)"),
+        ("scores", "gradient that would broadcast", (1, 5), "expected a gradient of shape (4, 5)"),
+        ("mask", "gradient of another shape", (4, 5), "got d_masked (4, 5), mask (4, 4)"),
         (
-            "F.project_backward(d, cache)",
-            "gradient of another shape",
-            lambda: F.project_backward(np.ones((4, 3)), cache["project"]),
-            npattn.ShapeError,
-            "expected a gradient of shape (4, 2)",
-        ),
-        (
-            "F.bias_backward(d, cache)",
-            "gradient of another shape",
-            lambda: F.bias_backward(np.ones((4, 2)), cache["bias"]),
-            npattn.ShapeError,
-            "expected a gradient of shape (4, 3)",
-        ),
-        (
-            "F.scores_backward(d, cache)",
-            "gradient that would broadcast",
-            lambda: F.scores_backward(np.ones((1, 5)), cache["scores"]),
-            npattn.ShapeError,
-            "expected a gradient of shape (4, 5)",
-        ),
-        (
-            "F.mask_backward(d, cache)",
-            "gradient of another shape",
-            lambda: F.mask_backward(np.ones((4, 5)), cache["mask"]),
-            npattn.ShapeError,
-            "got d_masked (4, 5), mask (4, 4)",
-        ),
-        (
-            "F.softmax_backward(d, cache)",
+            "softmax",
             "gradient that would broadcast (was silently wrong)",
-            lambda: F.softmax_backward(np.ones((4, 1)), cache["softmax"]),
-            npattn.ShapeError,
+            (4, 1),
             "expected a gradient of shape (4, 5)",
         ),
-        (
-            "F.dropout_backward(d, cache)",
-            "gradient of another shape",
-            lambda: F.dropout_backward(np.ones((4, 4)), cache["dropout"]),
-            npattn.ShapeError,
-            "got d_out (4, 4), keep (4, 5)",
-        ),
-        (
-            "F.context_backward(d, cache)",
-            "gradient of another shape",
-            lambda: F.context_backward(np.ones((4, 3)), cache["context"]),
-            npattn.ShapeError,
-            "expected a gradient of shape (4, 2)",
-        ),
-        (
-            "F.split_heads_backward(d, cache)",
-            "gradient of another shape",
-            lambda: F.split_heads_backward(np.ones((2, 4, 6)), cache["split"]),
-            npattn.ShapeError,
-            "h * hd = 6",
-        ),
-        (
-            "F.merge_heads_backward(d, cache)",
-            "gradient of another shape",
-            lambda: F.merge_heads_backward(np.ones((2, 4, 8)), cache["merge"]),
-            npattn.ShapeError,
-            "expected a gradient of shape (2, 4, 6)",
-        ),
-        (
-            "F.concat_backward(d, cache)",
-            "gradient of another width",
-            lambda: F.concat_backward(np.ones((4, 4)), cache["concat"]),
-            npattn.ShapeError,
-            "5 wide",
-        ),
+        ("dropout", "gradient of another shape", (4, 4), "got d_out (4, 4), keep (4, 5)"),
+        ("context", "gradient of another shape", (4, 3), "expected a gradient of shape (4, 2)"),
+        ("split_heads", "gradient of another shape", (2, 4, 6), "h * hd = 6"),
+        ("merge_heads", "gradient of another shape", (2, 4, 8), "expected a gradient of shape (2, 4, 6)"),
+        ("concat", "gradient of another width", (4, 4), "5 wide"),
+    ]
+    for stage, what, shape, fragment in backward_rows:
+        backward = getattr(F, f"{stage}_backward")
+        call = lambda b=backward, s=shape, c=cache[stage]: b(np.ones(s), c)  # noqa: E731
+        rows.append((f"F.{stage}_backward(d, cache)", what, call, npattn.ShapeError, fragment))
+    rows += [
         (
             "F.attention_backward(d, cache)",
             "gradient that would broadcast",

@@ -148,7 +148,7 @@ def test_nan_in_the_upstream_gradient_propagates(case):
     assert np.all(np.isnan(model.backward(g)))
 
 
-SIZES = {"n": (1, 2, 8, 64, 256), "d_in": (1, 3, 16, 64), "d_out": (1, 2, 16, 64), "batch": ((), (3,))}
+SIZES = {"n": (1, 2, 8, 64, 128), "d_in": (1, 3, 16, 64), "d_out": (1, 2, 16, 64), "batch": ((), (3,))}
 GRID = list(itertools.product(*SIZES.values()))
 
 
