@@ -53,6 +53,11 @@ def self_attention_v1_reference(model: npattn.Module, x: np.ndarray) -> np.ndarr
     return softmax_reference(scaled) @ values
 
 
+def _heads(d_out: Any) -> int:
+    """Two heads when d_out is a positive even int, else one (bad d_out values reach the class as they are)."""
+    return 2 if type(d_out) is int and d_out > 0 and d_out % 2 == 0 else 1
+
+
 ATTENTION_CASES = [
     AttentionCase(
         "SelfAttention_v1",
@@ -60,15 +65,57 @@ ATTENTION_CASES = [
         reference=self_attention_v1_reference,
     ),
 ]
+if hasattr(npattn, "MultiHeadAttention"):  # the chapter-3 classes, dropout 0, context_length 128
+    ATTENTION_CASES += [
+        AttentionCase(
+            "SelfAttention_v2",
+            lambda d_in, d_out, rng, dtype: npattn.SelfAttention_v2(d_in, d_out, rng=rng, dtype=dtype),
+        ),
+        AttentionCase(
+            "CausalAttention",
+            lambda d_in, d_out, rng, dtype: npattn.CausalAttention(d_in, d_out, 128, 0.0, rng=rng, dtype=dtype),
+            causal=True,
+            accepts_2d=False,
+            max_tokens=128,
+        ),
+        AttentionCase(
+            "MultiHeadAttentionWrapper",
+            lambda d_in, d_out, rng, dtype: npattn.MultiHeadAttentionWrapper(
+                d_in, d_out if _heads(d_out) == 1 else d_out // 2, 128, 0.0, _heads(d_out), rng=rng, dtype=dtype
+            ),
+            causal=True,
+            accepts_2d=False,
+            max_tokens=128,
+        ),
+        AttentionCase(
+            "MultiHeadAttention",
+            lambda d_in, d_out, rng, dtype: npattn.MultiHeadAttention(
+                d_in, d_out, 128, 0.0, _heads(d_out), rng=rng, dtype=dtype
+            ),
+            causal=True,
+            accepts_2d=False,
+            max_tokens=128,
+        ),
+    ]
 
 
 def record_stages(model: npattn.Module) -> dict[str, list[np.ndarray]]:
-    """Install a recorder on ``model`` and its sub-modules; returns stage name -> arrays recorded."""
+    """Install a recorder on ``model`` and its sub-modules; returns stage name -> arrays recorded,
+    in order ("heads.0.values" and "values" both count as "values")."""
     seen: dict[str, list[np.ndarray]] = defaultdict(list)
 
     def record(name: str, array: np.ndarray) -> None:
-        seen[name].append(np.array(array))
+        seen[name.rsplit(".", 1)[-1]].append(np.array(array))
 
     for module in model.modules():
         object.__setattr__(module, "_recorder", record)
     return seen
+
+
+def largest_scaled_score(model: npattn.Module, seen: dict[str, list[np.ndarray]]) -> float:
+    """S, the largest |scaled score| of the last forward: max|attn_scores| / sqrt(head_dim)."""
+    head_dim = getattr(model, "head_dim", None)
+    return max(
+        float(np.max(np.abs(scores), initial=0)) / np.sqrt(head_dim or keys.shape[-1])
+        for scores, keys in zip(seen["attn_scores"], seen["keys"])
+    )
