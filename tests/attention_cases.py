@@ -65,36 +65,37 @@ ATTENTION_CASES = [
         reference=self_attention_v1_reference,
     ),
 ]
-if hasattr(npattn, "MultiHeadAttention"):  # the chapter-3 classes, dropout 0, context_length 128
+CONTEXT_LENGTH = 128  # for the causal classes: the longest sequence the tests feed them
+
+
+def _causal(name: str, build: Callable[..., npattn.Module]) -> AttentionCase:
+    """A causal chapter-3 class: dropout 0, batched input only, at most CONTEXT_LENGTH tokens.
+    ``build(d_in, d_out, heads, rng, dtype)``; heads is 2 for even d_out, else 1."""
+    return AttentionCase(
+        name,
+        lambda d_in, d_out, rng, dtype: build(d_in, d_out, _heads(d_out), rng, dtype),
+        causal=True,
+        accepts_2d=False,
+        max_tokens=CONTEXT_LENGTH,
+    )
+
+
+if hasattr(npattn, "MultiHeadAttention"):  # the chapter-3 classes, once they are in npattn
+    T = CONTEXT_LENGTH
     ATTENTION_CASES += [
         AttentionCase(
             "SelfAttention_v2",
             lambda d_in, d_out, rng, dtype: npattn.SelfAttention_v2(d_in, d_out, rng=rng, dtype=dtype),
         ),
-        AttentionCase(
-            "CausalAttention",
-            lambda d_in, d_out, rng, dtype: npattn.CausalAttention(d_in, d_out, 128, 0.0, rng=rng, dtype=dtype),
-            causal=True,
-            accepts_2d=False,
-            max_tokens=128,
-        ),
-        AttentionCase(
-            "MultiHeadAttentionWrapper",
-            lambda d_in, d_out, rng, dtype: npattn.MultiHeadAttentionWrapper(
-                d_in, d_out if _heads(d_out) == 1 else d_out // 2, 128, 0.0, _heads(d_out), rng=rng, dtype=dtype
+        _causal("CausalAttention", lambda i, o, h, rng, dt: npattn.CausalAttention(i, o, T, 0.0, rng=rng, dtype=dt)),
+        _causal(
+            "MultiHeadAttentionWrapper",  # h heads of o // h columns: d_out columns in all
+            lambda i, o, h, rng, dt: npattn.MultiHeadAttentionWrapper(
+                i, o if h == 1 else o // h, T, 0.0, h, rng=rng, dtype=dt
             ),
-            causal=True,
-            accepts_2d=False,
-            max_tokens=128,
         ),
-        AttentionCase(
-            "MultiHeadAttention",
-            lambda d_in, d_out, rng, dtype: npattn.MultiHeadAttention(
-                d_in, d_out, 128, 0.0, _heads(d_out), rng=rng, dtype=dtype
-            ),
-            causal=True,
-            accepts_2d=False,
-            max_tokens=128,
+        _causal(
+            "MultiHeadAttention", lambda i, o, h, rng, dt: npattn.MultiHeadAttention(i, o, T, 0.0, h, rng=rng, dtype=dt)
         ),
     ]
 
