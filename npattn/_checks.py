@@ -15,7 +15,10 @@ __all__ = [
     "as_features",
     "as_input",
     "check_bool",
+    "check_finite",
+    "check_float_dtype",
     "check_grad_output",
+    "check_nonnegative_int",
     "check_positive_int",
     "check_probability",
 ]
@@ -53,13 +56,17 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
 
 
 def as_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:
-    """Validate an attention input: (n, d_in) or (b, n, d_in), converted to ``dtype``.
+    """Validate an attention input: (n, d_in) or (b, n, d_in), returned as a private copy in ``dtype``.
+
+    The copy is what forward caches: backward sees x as it was at forward, even if the caller
+    changes its array in place in between (without it, the weight gradients would silently use
+    the new values).
 
     Raises:
         ShapeError: wrong rank or last dimension not ``d_in``.
         DTypeError: non-numeric data.
     """
-    arr = as_array(x, name, dtype)
+    arr = as_array(x, name)
     if arr.ndim not in (2, 3):
         raise ShapeError(
             f"{name}: expected shape (n, d_in={d_in}) or (batch, n, d_in={d_in}), "
@@ -69,7 +76,7 @@ def as_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.n
         raise ShapeError(
             f"{name}: expected last dimension d_in={d_in}, got shape {arr.shape} (last dimension {arr.shape[-1]})"
         )
-    return arr
+    return np.array(arr, dtype=dtype)
 
 
 def as_batched_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:
@@ -108,17 +115,46 @@ def check_grad_output(
     arr = as_array(grad, name, dtype)
     if arr.shape != tuple(expected_shape):
         raise ShapeError(
-            f"{name}: expected shape {tuple(expected_shape)} (the shape of the last forward output), got {arr.shape}"
+            f"{name}: expected shape {tuple(expected_shape)} (the shape of the last forward output: backward "
+            f"differentiates the most recent forward call), got {arr.shape}"
         )
     return arr
 
 
+def check_float_dtype(dtype: Any, name: str = "dtype") -> np.dtype:
+    """Return ``np.dtype(dtype)`` if it is a real floating dtype (float16/32/64), else raise DTypeError."""
+    try:
+        resolved = np.dtype(dtype) if dtype is not None else None
+    except TypeError:
+        resolved = None
+    if resolved is None or resolved.kind != "f":
+        got = repr(dtype) if resolved is None else resolved.name
+        raise DTypeError(f"{name} must be a floating dtype such as np.float32 or np.float64, got {got}")
+    return resolved
+
+
+def check_finite(value: Any, name: str) -> float:
+    """Return ``value`` as float if it is a finite real number (not bool), else raise ConfigError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(float(value)):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
 def check_positive_int(value: Any, name: str) -> int:
     """Return ``value`` as int if it is a positive integer (not bool), else raise ConfigError."""
+    return _check_int(value, name, 1, "a positive integer")
+
+
+def check_nonnegative_int(value: Any, name: str) -> int:
+    """Return ``value`` as int if it is an integer >= 0 (not bool), else raise ConfigError."""
+    return _check_int(value, name, 0, "an integer >= 0")
+
+
+def _check_int(value: Any, name: str, low: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ConfigError(f"{name} must be a positive integer, got {value!r} ({type(value).__name__})")
-    if value <= 0:
-        raise ConfigError(f"{name} must be a positive integer, got {value}")
+        raise ConfigError(f"{name} must be {what}, got {value!r} ({type(value).__name__})")
+    if value < low:
+        raise ConfigError(f"{name} must be {what}, got {value}")
     return int(value)
 
 

@@ -15,6 +15,13 @@ The five stages of the seed article, as in SelfAttention_v1.forward:
     5 context   context_vec = attn_weights @ values
 
 Nothing here knows about modules or parameters: every attention class composes these pairs.
+
+Inputs are ndarrays and are not converted. Shapes are checked, because a mismatch would otherwise
+surface as a raw matmul or broadcasting traceback, or worse as a silently broadcast gradient:
+each forward checks that its operands fit together and each backward that the upstream gradient
+has the forward output's shape, raising ``ShapeError`` with both shapes (a few tuple
+comparisons per call, nothing proportional to the data). Dtypes are not checked here; the
+modules check them once at their entry.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from npattn.errors import ShapeError
 
 __all__ = [
     "Recorder",
@@ -61,6 +70,36 @@ def _T(a: np.ndarray) -> np.ndarray:
     return np.swapaxes(a, -1, -2)
 
 
+def _shape_error(stage: str, rule: str, **arrays: np.ndarray) -> ShapeError:
+    """ShapeError naming the stage, the rule its operands break and every operand's shape."""
+    got = ", ".join(f"{name} {np.shape(a)}" for name, a in arrays.items())
+    return ShapeError(f"{stage}: {rule}; got {got}")
+
+
+def _check_grad(stage: str, d_out: np.ndarray, shape: tuple[int, ...]) -> None:
+    """The upstream gradient must have exactly the forward output's shape (no silent broadcasting)."""
+    if np.shape(d_out) != shape:
+        raise ShapeError(f"{stage}: expected a gradient of shape {shape} (the forward output's), got {np.shape(d_out)}")
+
+
+def _broadcasts_to(small: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """True if an array of shape ``small`` broadcasts to ``shape`` without changing it."""
+    try:
+        return np.broadcast_shapes(small, shape) == shape
+    except ValueError:
+        return False
+
+
+def _check_matmul(stage: str, rule: str, a_axis: int, b_axis: int, **operands: np.ndarray) -> None:
+    """Both operands at least 2-D, with equal leading (batch, head) axes and a.shape[a_axis] == b.shape[b_axis].
+
+    Equal leading axes, not merely broadcastable ones: the backward does not sum over broadcast axes.
+    """
+    a, b = operands.values()
+    if not (a.ndim >= 2 and b.ndim >= 2 and a.shape[:-2] == b.shape[:-2] and a.shape[a_axis] == b.shape[b_axis]):
+        raise _shape_error(stage, rule, **operands)
+
+
 # ----------------------------------------------------------------------------------------------
 # Stage 1: project. x (..., n, d) @ W (d, k) -> (..., n, k). Used for W_query, W_key, W_value,
 # and by Linear with W = weight^T.
@@ -68,6 +107,10 @@ def _T(a: np.ndarray) -> np.ndarray:
 
 def project_forward(x: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, tuple]:
     """queries = x @ W_query (likewise keys, values). x (..., n, d), W (d, k) -> (..., n, k)."""
+    if W.ndim != 2 or x.ndim < 1 or x.shape[-1] != W.shape[0]:
+        raise _shape_error(
+            "project_forward", "x (..., n, d) @ W (d, k) needs a 2-D W and x's last dim = W's first", x=x, W=W
+        )
     out = x @ W
     return out, (x, W)
 
@@ -76,6 +119,7 @@ def project_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.nd
     """Returns (dx (..., n, d), dW (d, k)); dW sums over every leading axis."""
     # forward: out = x @ W
     x, W = cache
+    _check_grad("project_backward", d_out, x.shape[:-1] + W.shape[1:])
     dx = d_out @ W.T
     dW = x.reshape(-1, x.shape[-1]).T @ d_out.reshape(-1, d_out.shape[-1])
     return dx, dW
@@ -83,12 +127,17 @@ def project_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.nd
 
 def bias_forward(y: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, tuple]:
     """y + bias. y (..., k), bias (k,) -> (..., k)."""
+    if bias.ndim != 1 or y.ndim < 1 or y.shape[-1] != bias.shape[0]:
+        raise _shape_error(
+            "bias_forward", "y (..., k) + bias (k,) needs a 1-D bias as long as y's last dim", y=y, bias=bias
+        )
     return y + bias, (y.shape,)
 
 
 def bias_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
     """Returns (dy (..., k), dbias (k,))."""
     # forward: out = y + bias   (bias broadcast over every leading axis)
+    _check_grad("bias_backward", d_out, cache[0])
     return d_out, d_out.reshape(-1, d_out.shape[-1]).sum(axis=0)
 
 
@@ -98,6 +147,8 @@ def bias_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarr
 
 def scores_forward(queries: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, tuple]:
     """attn_scores = queries @ keys^T: one score per (query, key) pair."""
+    rule = "queries (..., n, k) and keys (..., m, k) need the same k and the same leading dims"
+    _check_matmul("scores_forward", rule, -1, -1, queries=queries, keys=keys)
     attn_scores = queries @ _T(keys)
     return attn_scores, (queries, keys)
 
@@ -106,6 +157,7 @@ def scores_backward(d_attn_scores: np.ndarray, cache: tuple) -> tuple[np.ndarray
     """Returns (d_queries (..., n, k), d_keys (..., m, k))."""
     # forward: attn_scores = queries @ keys^T
     queries, keys = cache
+    _check_grad("scores_backward", d_attn_scores, queries.shape[:-1] + keys.shape[-2:-1])
     d_queries = d_attn_scores @ keys
     d_keys = _T(d_attn_scores) @ queries
     return d_queries, d_keys
@@ -122,6 +174,8 @@ def causal_mask(n: int, m: int | None = None) -> np.ndarray:
 
 def mask_forward(attn_scores: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, tuple]:
     """attn_scores.masked_fill(mask, -inf): a masked key gets weight exactly 0 after softmax."""
+    if not _broadcasts_to(mask.shape, attn_scores.shape):
+        raise _shape_error("mask_forward", "mask must broadcast to attn_scores", attn_scores=attn_scores, mask=mask)
     return np.where(mask, attn_scores.dtype.type(-np.inf), attn_scores), (mask,)
 
 
@@ -129,6 +183,10 @@ def mask_backward(d_masked: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     """Returns (d_attn_scores,), exactly zero at masked positions."""
     # forward: masked = where(mask, -inf, attn_scores)
     (mask,) = cache
+    if not _broadcasts_to(mask.shape, np.shape(d_masked)):
+        raise _shape_error(
+            "mask_backward", "the gradient must have the masked scores' shape", d_masked=d_masked, mask=mask
+        )
     return (np.where(mask, d_masked.dtype.type(0), d_masked),)
 
 
@@ -138,6 +196,8 @@ def mask_backward(d_masked: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
 
 def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
     """Numerically stable softmax (subtracts the row maximum; -inf entries get weight 0)."""
+    if z.ndim == 0:
+        raise _shape_error("softmax", "needs at least one axis", z=z)
     if z.shape[axis] == 0:
         return z.copy()
     z_max = np.max(z, axis=axis, keepdims=True)
@@ -155,6 +215,7 @@ def softmax_backward(d_attn_weights: np.ndarray, cache: tuple) -> tuple[np.ndarr
     """Returns (d_attn_scores,) = scale * A * (dA - rowsum(dA * A))."""
     # forward: attn_weights = softmax(attn_scores * scale, axis=-1)
     attn_weights, scale = cache
+    _check_grad("softmax_backward", d_attn_weights, attn_weights.shape)
     row_dot = np.sum(d_attn_weights * attn_weights, axis=-1, keepdims=True)
     d_attn_scores = scale * attn_weights * (d_attn_weights - row_dot)
     return (d_attn_scores,)
@@ -166,6 +227,10 @@ def softmax_backward(d_attn_weights: np.ndarray, cache: tuple) -> tuple[np.ndarr
 
 def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tuple[np.ndarray, tuple]:
     """Inverted dropout: attn_weights * keep / (1 - p). keep is a bool array broadcastable to it."""
+    if not _broadcasts_to(keep.shape, attn_weights.shape):
+        raise _shape_error(
+            "dropout_forward", "keep must broadcast to attn_weights", attn_weights=attn_weights, keep=keep
+        )
     scale = 1.0 / (1.0 - p)
     out = attn_weights * keep * np.asarray(scale, dtype=attn_weights.dtype)
     return out, (keep, scale)
@@ -175,6 +240,10 @@ def dropout_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     """Returns (d_attn_weights,) through the same mask."""
     # forward: out = attn_weights * keep / (1 - p)
     keep, scale = cache
+    if not _broadcasts_to(keep.shape, np.shape(d_out)):
+        raise _shape_error(
+            "dropout_backward", "the gradient must have the dropped weights' shape", d_out=d_out, keep=keep
+        )
     return (d_out * keep * np.asarray(scale, dtype=d_out.dtype),)
 
 
@@ -184,6 +253,8 @@ def dropout_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
 
 def context_forward(attn_weights: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, tuple]:
     """context_vec = attn_weights @ values: each row a weighted average of the value vectors."""
+    rule = "attn_weights (..., n, m) and values (..., m, k) need the same m and the same leading dims"
+    _check_matmul("context_forward", rule, -1, -2, attn_weights=attn_weights, values=values)
     context_vec = attn_weights @ values
     return context_vec, (attn_weights, values)
 
@@ -192,6 +263,7 @@ def context_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarra
     """Returns (d_attn_weights (..., n, m), d_values (..., m, k))."""
     # forward: context_vec = attn_weights @ values
     attn_weights, values = cache
+    _check_grad("context_backward", d_context_vec, attn_weights.shape[:-1] + values.shape[-1:])
     d_attn_weights = d_context_vec @ _T(values)
     d_values = _T(attn_weights) @ d_context_vec
     return d_attn_weights, d_values
@@ -203,6 +275,8 @@ def context_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarra
 
 def split_heads_forward(x: np.ndarray, num_heads: int) -> tuple[np.ndarray, tuple]:
     """(b, n, d_out) -> (b, num_heads, n, head_dim): ``x.view(b, n, h, hd).transpose(1, 2)``."""
+    if x.ndim != 3 or num_heads < 1 or x.shape[-1] % num_heads:
+        raise _shape_error("split_heads_forward", f"x must be (b, n, d_out) with d_out divisible by {num_heads}", x=x)
     b, n, d_out = x.shape
     out = x.reshape(b, n, num_heads, d_out // num_heads).transpose(0, 2, 1, 3)
     return out, (x.shape,)
@@ -212,11 +286,18 @@ def split_heads_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     """Returns (dx (b, n, d_out),)."""
     # forward: out = x.reshape(b, n, h, hd).transpose(0, 2, 1, 3)
     (shape,) = cache
+    b, n, width = shape
+    if d_out.ndim != 4 or (d_out.shape[0], d_out.shape[2], d_out.shape[1] * d_out.shape[3]) != (b, n, width):
+        raise _shape_error(
+            "split_heads_backward", f"expected a gradient (b={b}, h, n={n}, hd) with h * hd = {width}", d_out=d_out
+        )
     return (d_out.transpose(0, 2, 1, 3).reshape(shape),)
 
 
 def merge_heads_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
     """(b, h, n, hd) -> (b, n, h * hd): ``x.transpose(1, 2).contiguous().view(b, n, d_out)``."""
+    if x.ndim != 4:
+        raise _shape_error("merge_heads_forward", "x must be (b, h, n, hd)", x=x)
     b, h, n, hd = x.shape
     return x.transpose(0, 2, 1, 3).reshape(b, n, h * hd), (x.shape,)
 
@@ -226,11 +307,15 @@ def merge_heads_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     # forward: out = x.transpose(0, 2, 1, 3).reshape(b, n, h * hd)
     (shape,) = cache
     b, h, n, hd = shape
+    _check_grad("merge_heads_backward", d_out, (b, n, h * hd))
     return (d_out.reshape(b, n, h, hd).transpose(0, 2, 1, 3),)
 
 
 def concat_forward(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, tuple]:
     """``torch.cat(arrays, dim=-1)``: the wrapper's head outputs side by side."""
+    if not arrays or any(a.ndim < 1 or a.shape[:-1] != arrays[0].shape[:-1] for a in arrays):
+        shapes = [a.shape for a in arrays]
+        raise ShapeError(f"concat_forward: needs one or more arrays equal in all but the last axis; got {shapes}")
     widths = [a.shape[-1] for a in arrays]
     return np.concatenate(arrays, axis=-1), (widths,)
 
@@ -239,6 +324,8 @@ def concat_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, ...]:
     """Returns one gradient per concatenated array."""
     # forward: out = concatenate(arrays, axis=-1)
     (widths,) = cache
+    if np.ndim(d_out) < 1 or np.shape(d_out)[-1] != sum(widths):
+        raise _shape_error("concat_backward", f"expected a gradient whose last axis is {sum(widths)} wide", d_out=d_out)
     return tuple(np.split(d_out, np.cumsum(widths)[:-1], axis=-1))
 
 
@@ -261,6 +348,13 @@ def attention_forward(
     ``mask`` (n, m) bool, True = masked (set to -inf before the softmax); ``dropout_keep``
     (..., n, m) bool with rate ``dropout_p`` (stage 4, skipped when None).
     """
+    if values.shape[:-1] != keys.shape[:-1]:
+        raise _shape_error(
+            "attention_forward",
+            "keys and values need one row per key: (..., m, k), (..., m, kv)",
+            keys=keys,
+            values=values,
+        )
     attn_scores, c_scores = scores_forward(queries, keys)
     if record:
         record("attn_scores", attn_scores)

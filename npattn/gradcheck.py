@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array
+from npattn._checks import as_array, check_finite, check_positive_int
 from npattn.errors import ConfigError, DTypeError, GradcheckError
 from npattn.module import Module
 
@@ -153,6 +153,15 @@ def _compare(
     )
 
 
+def _check_settings(eps: float, atol: float, rtol: float, n_directions: int) -> None:
+    """Refuse settings under which a check could not fail (or could not pass)."""
+    if not check_finite(eps, "eps") > 0:
+        raise ConfigError(f"eps must be > 0, got {eps}")
+    if check_finite(atol, "atol") < 0 or check_finite(rtol, "rtol") < 0:
+        raise ConfigError(f"atol and rtol must be >= 0, got atol={atol}, rtol={rtol}")
+    check_positive_int(n_directions, "n_directions")
+
+
 def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
     if raise_exception and not report.passed:
         c = report.failures[0]
@@ -190,16 +199,20 @@ def gradcheck(
     Raises:
         GradcheckError: a tensor failed and ``raise_exception`` is True (names the tensor, the
             index, the numerical and the analytical value).
-        ConfigError: the module has no parameters.
+        ConfigError: the module has no parameters; ``x`` holds NaN or inf; eps <= 0, atol or
+            rtol < 0, n_directions < 1.
         DTypeError: ``x`` is not floating point.
     """
     if not isinstance(module, Module):
         raise ConfigError(f"gradcheck expects an npattn.Module, got {type(module).__name__}")
     if next(module.parameters(), None) is None:
         raise ConfigError(f"gradcheck: {type(module).__name__} has no parameters to check")
+    _check_settings(eps, atol, rtol, n_directions)
     x_arr = as_array(x, "x")  # rejects non-numeric data with a clear message
     if np.asarray(x).dtype.kind != "f":
         raise DTypeError(f"gradcheck needs a floating-point input x, got dtype {np.asarray(x).dtype}")
+    if not np.all(np.isfinite(x_arr)):
+        raise ConfigError("gradcheck needs a finite input x: it contains NaN or inf, so no gradient can be compared")
     model = copy.deepcopy(module).to(np.float64)
     x64 = np.array(x_arr, dtype=np.float64)
     rng = np.random.default_rng(seed)
@@ -247,6 +260,7 @@ def gradcheck_stage(
 
         gradcheck_stage(F.scores_forward, F.scores_backward, [queries, keys], names=["queries", "keys"])
     """
+    _check_settings(eps, atol, rtol, n_directions)
     kwargs = dict(kwargs or {})
     arrays = [np.array(as_array(a, f"inputs[{i}]"), dtype=np.float64) for i, a in enumerate(inputs)]
     names = list(names) if names is not None else [f"input{i}" for i in range(len(arrays))]

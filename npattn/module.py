@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from npattn._checks import as_array
-from npattn.errors import BackwardError, DTypeError, StateDictError
+from npattn._checks import as_array, check_float_dtype
+from npattn.errors import BackwardError, StateDictError
 from npattn.functional import Recorder
 
 __all__ = ["IncompatibleKeys", "Module", "ModuleList", "Parameter"]
@@ -232,9 +232,7 @@ class Module:
         Raises:
             DTypeError: ``dtype`` is not a floating dtype.
         """
-        dtype = np.dtype(dtype)
-        if dtype.kind != "f":
-            raise DTypeError(f"Module.to expects a floating dtype such as np.float32 or np.float64, got {dtype}")
+        dtype = check_float_dtype(dtype, "Module.to dtype")
         for param in self.parameters():
             grad = param.grad.astype(dtype)
             param.data = param.data.astype(dtype)
@@ -279,8 +277,9 @@ class Module:
 
         Raises:
             StateDictError: with ``strict``, missing or unexpected keys; always, shape mismatches,
-                non-numeric values, non-finite values in floating parameters and values other than
-                0/1 for bool buffers (all listed at once).
+                non-numeric values, non-finite values in floating parameters, values that would
+                overflow the parameter's dtype (e.g. 1e300 into float32) and values other than 0/1
+                for bool buffers (all listed at once).
         """
         if not isinstance(state_dict, Mapping):
             raise StateDictError(f"load_state_dict expects a mapping of name -> array, got {type(state_dict).__name__}")
@@ -299,7 +298,7 @@ class Module:
             try:
                 value = as_array(state_dict[key], key)
             except (TypeError, ValueError) as exc:
-                problems.append(f"bad value for {key}: {exc}")
+                problems.append(f"bad value for {exc}")  # exc names the key
                 continue
             if value.shape != target.shape:
                 problems.append(
@@ -314,10 +313,11 @@ class Module:
                     f"{value[(value != 0) & (value != 1)].flat[0]}."
                 )
                 continue
-            if target.dtype.kind == "f" and not np.all(np.isfinite(value)):
-                bad = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
-                problems.append(f"non-finite values in {key}: {bad} of {value.size} entries are NaN or inf.")
-                continue
+            if target.dtype.kind == "f":
+                problem = _nonfinite_problem(key, value, target.dtype)
+                if problem:
+                    problems.append(problem)
+                    continue
             ready.append((target, value))
         if problems:
             raise StateDictError(
@@ -367,6 +367,21 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def _nonfinite_problem(key: str, value: np.ndarray, dtype: np.dtype) -> str:
+    """Why ``value`` cannot go into a floating parameter of ``dtype`` ("" if it can)."""
+    bad = int(value.size - np.count_nonzero(np.isfinite(value)))
+    if bad:
+        return f"non-finite values in {key}: {bad} of {value.size} entries are NaN or inf."
+    with np.errstate(over="ignore"):
+        bad = int(value.size - np.count_nonzero(np.isfinite(value.astype(dtype))))
+    if bad:
+        return (
+            f"values out of range in {key}: {bad} of {value.size} entries overflow {dtype} "
+            f"(largest magnitude {np.max(np.abs(value)):.3g})."
+        )
+    return ""
 
 
 class ModuleList(Module):

@@ -16,6 +16,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from npattn._checks import check_finite, check_float_dtype, check_nonnegative_int
 from npattn.errors import ConfigError
 
 __all__ = ["RNGLike", "TorchGenerator", "linear_init_bounds", "resolve_rng", "uniform_init"]
@@ -53,10 +54,15 @@ class TorchGenerator:
         return words
 
     def rand(self, *size: int, dtype: Any = np.float32) -> np.ndarray:
-        """Uniform [0, 1) samples of shape ``size``, like ``torch.rand(*size, dtype=dtype)``."""
-        shape = tuple(int(s) for s in (size[0] if len(size) == 1 and isinstance(size[0], tuple) else size))
+        """Uniform [0, 1) samples of shape ``size``, like ``torch.rand(*size, dtype=dtype)``.
+
+        Raises:
+            ConfigError: a size that is not an integer >= 0; a dtype other than float32/float64.
+        """
+        dims = size[0] if len(size) == 1 and isinstance(size[0], tuple) else size
+        shape = tuple(check_nonnegative_int(s, "rand size") for s in dims)
         count = math.prod(shape)
-        dtype = np.dtype(dtype)
+        dtype = check_float_dtype(dtype, "rand dtype")
         if dtype == np.float32:
             words = self.random_words(count)
             return ((words & _F32_MASK).astype(np.float32) * _F32_SCALE).reshape(shape)
@@ -72,7 +78,12 @@ class TorchGenerator:
 
         PyTorch computes ``u * (high - low) + low`` in the tensor's dtype; its x86-64 AVX2 and
         AVX-512 kernels contract that to one fused multiply-add (rounded once), and so does this.
+
+        Raises:
+            ConfigError: bounds not finite or ``low > high`` (PyTorch's uniform_ refuses them too).
         """
+        if not check_finite(low, "low") <= check_finite(high, "high"):
+            raise ConfigError(f"uniform expects low <= high, got low={low} > high={high}")
         dtype = np.dtype(dtype)
         u = self.rand(*shape, dtype=dtype)
         lo, hi = dtype.type(low), dtype.type(high)
@@ -86,9 +97,22 @@ class TorchGenerator:
         return {"seed": self.seed, "key": np.array(key, dtype=np.uint32), "pos": int(pos)}
 
     def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a state from :meth:`get_state`."""
+        """Restore a state from :meth:`get_state`.
+
+        Raises:
+            ConfigError: a key is missing, ``key`` is not 624 words or ``pos`` is outside [0, 624].
+        """
+        missing = [k for k in ("seed", "key", "pos") if k not in state]
+        if missing:
+            raise ConfigError(f"generator state is missing {missing} (expected the dict get_state returns)")
+        key = np.asarray(state["key"])
+        if key.shape != (624,) or key.dtype.kind not in "iu":
+            raise ConfigError(f"generator state key must be 624 integer words, got shape {key.shape} dtype {key.dtype}")
+        pos = check_nonnegative_int(state["pos"], "generator state pos")
+        if pos > 624:
+            raise ConfigError(f"generator state pos must lie in [0, 624], got {pos}")
         self.seed = int(state["seed"])
-        self._mt.set_state(("MT19937", np.asarray(state["key"], dtype=np.uint32), int(state["pos"]), 0, 0.0))
+        self._mt.set_state(("MT19937", key.astype(np.uint32), pos, 0, 0.0))
 
     def __repr__(self) -> str:
         return f"TorchGenerator(seed={self.seed})"
@@ -159,7 +183,12 @@ def uniform_init(
     rng: np.random.Generator | TorchGenerator, shape: tuple[int, ...], low: float, high: float, dtype: Any
 ) -> np.ndarray:
     """Draw U(low, high) of ``shape`` from ``rng`` in float32 (PyTorch's default dtype), then cast
-    to ``dtype``; with a TorchGenerator the float32 values are bit-identical to PyTorch's."""
+    to ``dtype``; with a TorchGenerator the float32 values are bit-identical to PyTorch's.
+
+    Raises:
+        DTypeError: ``dtype`` is not a floating dtype (every module's ``dtype`` argument lands here).
+    """
+    dtype = check_float_dtype(dtype)
     if isinstance(rng, TorchGenerator):
         values = rng.uniform(shape, low, high, np.float32)
     else:

@@ -1,0 +1,801 @@
+"""Every bad input gets a clear npattn error naming the expected and the actual value.
+
+One table, ``bad_inputs()``, drives the tests and the table in docs/errors.md:
+``PYTHONPATH=. python tests/test_errors.py`` prints the table's rows from real runs, and
+``test_docs_table_is_current`` fails when docs/errors.md no longer shows the messages users see.
+Attention-class rows are built for every class in ``ATTENTION_CASES``; the docs show the first.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from attention_cases import ATTENTION_CASES, AttentionCase
+
+import npattn
+from npattn import functional as F
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
+
+
+@dataclass(frozen=True)
+class BadInput:
+    entry: str  # the public entry point, as a user writes it
+    what: str  # the bad input, in words
+    call: Callable[[], Any]
+    error: type[Exception]
+    fragment: str  # a piece of the message that names the expected and/or the actual value
+
+    @property
+    def id(self) -> str:
+        return f"{self.entry}: {self.what}"
+
+
+def _forward_then(model: npattn.Module, *xs: Any) -> npattn.Module:
+    for x in xs:
+        model(x)
+    return model
+
+
+def attention_bad_inputs(case: AttentionCase) -> list[BadInput]:
+    """Forward, backward and constructor misuse of one attention class (d_in=3, d_out=2)."""
+    name = case.name
+
+    def make(d_in: Any = 3, d_out: Any = 2, rng: Any = 0, dtype: Any = np.float32) -> npattn.Module:
+        return case.build(d_in, d_out, rng, dtype)
+
+    x = np.zeros((6, 3)) if case.accepts_2d else np.zeros((1, 6, 3))
+    grad_shape = (*x.shape[:-1], 2)
+    rows = [
+        (
+            f"{name}(x)",
+            "last dimension is not d_in",
+            lambda: make()(np.zeros((*x.shape[:-1], 4))),
+            npattn.ShapeError,
+            "expected last dimension d_in=3",
+        ),
+        (f"{name}(x)", "1-D input", lambda: make()(np.zeros(3)), npattn.ShapeError, "got a 1-D array of shape (3,)"),
+        (
+            f"{name}(x)",
+            "4-D input",
+            lambda: make()(np.zeros((1, 2, 6, 3))),
+            npattn.ShapeError,
+            "got a 4-D array of shape (1, 2, 6, 3)",
+        ),
+        (f"{name}(x)", "a scalar", lambda: make()(3.0), npattn.ShapeError, "got a 0-D array"),
+        (
+            f"{name}(x)",
+            "complex dtype",
+            lambda: make()(np.zeros(x.shape, complex)),
+            npattn.DTypeError,
+            "got dtype complex128",
+        ),
+        (
+            f"{name}(x)",
+            "object array",
+            lambda: make()(np.zeros(x.shape, object)),
+            npattn.DTypeError,
+            "got dtype object",
+        ),
+        (f"{name}(x)", "strings", lambda: make()(np.full(x.shape, "a")), npattn.DTypeError, "got dtype <U1"),
+        (f"{name}(x)", "bytes", lambda: make()(np.full(x.shape, b"a")), npattn.DTypeError, "got dtype |S1"),
+        (
+            f"{name}(x)",
+            "datetime64",
+            lambda: make()(np.zeros(x.shape, "datetime64[s]")),
+            npattn.DTypeError,
+            "got dtype datetime64[s]",
+        ),
+        (
+            f"{name}(x)",
+            "ragged nested list",
+            lambda: make()([[1.0, 2.0, 3.0], [1.0, 2.0]]),
+            npattn.ShapeError,
+            "ragged",
+        ),
+        (
+            f"{name}(x)",
+            "ragged 3-D list",
+            lambda: make()([[[1, 2, 3]], [[1, 2, 3], [4, 5, 6]]]),
+            npattn.ShapeError,
+            "ragged",
+        ),
+        (f"{name}(x)", "list holding None", lambda: make()([[1.0, 2.0, None]]), npattn.DTypeError, "got dtype object"),
+        (f"{name}(x)", "None", lambda: make()(None), npattn.DTypeError, "got dtype object"),
+        (
+            f"{name}(x)",
+            "integers too large for any float",
+            lambda: make()([[10**400, 1, 1]]),
+            npattn.DTypeError,
+            "got dtype object",
+        ),
+        (
+            f"{name}.backward(g)",
+            "before any forward",
+            lambda: make().backward(np.zeros(grad_shape)),
+            npattn.BackwardError,
+            "before forward()",
+        ),
+        (
+            f"{name}.backward(g)",
+            "g of another shape",
+            lambda: _forward_then(make(), x).backward(np.zeros((5, 2))),
+            npattn.ShapeError,
+            f"expected shape {grad_shape}",
+        ),
+        (
+            f"{name}.backward(g)",
+            "g that would broadcast",
+            lambda: _forward_then(make(), x).backward(np.zeros((1, 2))),
+            npattn.ShapeError,
+            "got (1, 2)",
+        ),
+        (
+            f"{name}.backward(g)",
+            "a scalar g",
+            lambda: _forward_then(make(), x).backward(1.0),
+            npattn.ShapeError,
+            "got ()",
+        ),
+        (
+            f"{name}.backward(g)",
+            "after the input changed shape (forward on 6 tokens, forward on 4, g for 6)",
+            lambda: _forward_then(make(), x, x[..., :4, :]).backward(np.zeros(grad_shape)),
+            npattn.ShapeError,
+            "most recent forward",
+        ),
+        (
+            f"{name}.backward(g)",
+            "unbatched g after a batched forward",
+            lambda: _forward_then(make(), np.zeros((2, 6, 3))).backward(np.zeros((6, 2))),
+            npattn.ShapeError,
+            "expected shape (2, 6, 2)",
+        ),
+        (
+            f"{name}.backward(g)",
+            "complex g",
+            lambda: _forward_then(make(), x).backward(np.zeros(grad_shape, complex)),
+            npattn.DTypeError,
+            "complex128",
+        ),
+        (
+            f"{name}.backward(g)",
+            "None",
+            lambda: _forward_then(make(), x).backward(None),
+            npattn.DTypeError,
+            "got dtype object",
+        ),
+    ]
+    for arg, value in [
+        ("d_in", 0),
+        ("d_in", -1),
+        ("d_in", 3.0),
+        ("d_in", 2.5),
+        ("d_in", True),
+        ("d_in", "3"),
+        ("d_in", None),
+        ("d_out", 0),
+        ("d_out", -2),
+        ("d_out", 2.0),
+        ("d_out", False),
+    ]:
+        kwargs = {arg: value}
+        rows.append(
+            (
+                f"{name}(d_in, d_out)",
+                f"{arg}={value!r}",
+                lambda kw=kwargs: make(**kw),
+                npattn.ConfigError,
+                f"{arg} must be a positive integer, got {value!r}",
+            )
+        )
+    for value in [np.int32, bool, complex, "foo", None, object]:
+        rows.append(
+            (
+                f"{name}(..., dtype=)",
+                f"dtype={getattr(value, '__name__', repr(value))}",
+                lambda v=value: make(dtype=v),
+                npattn.DTypeError,
+                "dtype must be a floating dtype",
+            )
+        )
+    for value in ["abc", 1.5, True, np.random.RandomState(0)]:
+        rows.append(
+            (
+                f"{name}(..., rng=)",
+                f"rng of type {type(value).__name__}",
+                lambda v=value: make(rng=v),
+                npattn.ConfigError,
+                f"got {type(value).__name__}",
+            )
+        )
+    for value in [-1, 2**32]:
+        rows.append(
+            (
+                f"{name}(..., rng=)",
+                f"rng={value} (seed out of range)",
+                lambda v=value: make(rng=v),
+                npattn.ConfigError,
+                f"got {value}",
+            )
+        )
+    return [BadInput(*row) for row in rows]
+
+
+_DROP = object()
+
+
+def _state_dict_with(**changes: Any) -> dict[str, Any]:
+    """SelfAttention_v1(3, 2)'s state dict with entries replaced, added or (``_DROP``) removed."""
+    state = dict(npattn.SelfAttention_v1(3, 2, rng=0).state_dict())
+    for key, value in changes.items():
+        if value is _DROP:
+            del state[key]
+        else:
+            state[key] = value
+    return state
+
+
+def _load(state: Any) -> Any:
+    return npattn.SelfAttention_v1(3, 2, rng=0).load_state_dict(state)
+
+
+class _NoParameters(npattn.Module):
+    def forward(self, x: Any) -> Any:
+        return x
+
+
+def _attention_stage_cache() -> tuple:
+    return F.attention_forward(np.ones((4, 3)), np.ones((4, 3)), np.ones((4, 2)))[1]
+
+
+def library_bad_inputs() -> list[BadInput]:
+    """Module, Parameter, load_state_dict, gradcheck, TorchGenerator and the functional stages."""
+    sa = npattn.SelfAttention_v1
+    G = npattn.TorchGenerator
+    q, k = np.ones((4, 3)), np.ones((5, 2))
+    rows = [
+        (
+            "Module.to(dtype)",
+            "an integer dtype",
+            lambda: sa(3, 2, rng=0).to(np.int32),
+            npattn.DTypeError,
+            "got int32",
+        ),
+        ("Module.to(dtype)", "not a dtype", lambda: sa(3, 2, rng=0).to("foo"), npattn.DTypeError, "got 'foo'"),
+        ("Module.to(dtype)", "None", lambda: sa(3, 2, rng=0).to(None), npattn.DTypeError, "got None"),
+        (
+            "Parameter(data)",
+            "complex data",
+            lambda: npattn.Parameter(np.zeros(2, complex)),
+            npattn.DTypeError,
+            "complex128",
+        ),
+        ("Parameter(data)", "strings", lambda: npattn.Parameter(["a", "b"]), npattn.DTypeError, "<U1"),
+        ("Parameter(data)", "None", lambda: npattn.Parameter(None), npattn.DTypeError, "object"),
+        ("load_state_dict(sd)", "not a mapping", lambda: _load([1, 2]), npattn.StateDictError, "got list"),
+        (
+            "load_state_dict(sd)",
+            "missing key",
+            lambda: _load(_state_dict_with(W_key=_DROP)),
+            npattn.StateDictError,
+            'Missing key(s) in state_dict: "W_key"',
+        ),
+        (
+            "load_state_dict(sd)",
+            "unexpected key",
+            lambda: _load(_state_dict_with(bias=np.zeros(2))),
+            npattn.StateDictError,
+            'Unexpected key(s) in state_dict: "bias"',
+        ),
+        (
+            "load_state_dict(sd)",
+            "wrong shape",
+            lambda: _load(_state_dict_with(W_key=np.zeros((2, 3)))),
+            npattn.StateDictError,
+            "size mismatch for W_key: copying a param with shape (2, 3)",
+        ),
+        (
+            "load_state_dict(sd)",
+            "NaN values",
+            lambda: _load(_state_dict_with(W_key=np.full((3, 2), np.nan))),
+            npattn.StateDictError,
+            "non-finite values in W_key: 6 of 6",
+        ),
+        (
+            "load_state_dict(sd)",
+            "one inf value",
+            lambda: _load(_state_dict_with(W_query=np.where(np.eye(3, 2), np.inf, 0))),
+            npattn.StateDictError,
+            "non-finite values in W_query: 2 of 6",
+        ),
+        (
+            "load_state_dict(sd)",
+            "float64 values that overflow float32",
+            lambda: _load(_state_dict_with(W_key=np.full((3, 2), 1e300))),
+            npattn.StateDictError,
+            "overflow float32",
+        ),
+        (
+            "load_state_dict(sd)",
+            "strings",
+            lambda: _load(_state_dict_with(W_key="abc")),
+            npattn.StateDictError,
+            "bad value for W_key",
+        ),
+        (
+            "load_state_dict(sd)",
+            "complex values",
+            lambda: _load(_state_dict_with(W_key=np.zeros((3, 2), complex))),
+            npattn.StateDictError,
+            "complex128",
+        ),
+        (
+            "load_state_dict(sd)",
+            "None as a value",
+            lambda: _load(_state_dict_with(W_value=None)),
+            npattn.StateDictError,
+            "bad value for W_value",
+        ),
+        (
+            "load_state_dict(sd)",
+            "several problems at once",
+            lambda: _load({"W_query": np.zeros(1), "W_key": np.full((3, 2), np.nan), "extra": 1}),
+            npattn.StateDictError,
+            'Missing key(s) in state_dict: "W_value"',
+        ),
+        (
+            "gradcheck(module, x)",
+            "not a Module",
+            lambda: npattn.gradcheck(lambda x: x, np.zeros((2, 3))),
+            npattn.ConfigError,
+            "got function",
+        ),
+        (
+            "gradcheck(module, x)",
+            "a module without parameters",
+            lambda: npattn.gradcheck(_NoParameters(), np.zeros((2, 3))),
+            npattn.ConfigError,
+            "_NoParameters has no parameters",
+        ),
+        (
+            "gradcheck(module, x)",
+            "integer x",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), np.zeros((2, 3), int)),
+            npattn.DTypeError,
+            "got dtype int64",
+        ),
+        (
+            "gradcheck(module, x)",
+            "boolean x",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), np.zeros((2, 3), bool)),
+            npattn.DTypeError,
+            "got dtype bool",
+        ),
+        (
+            "gradcheck(module, x)",
+            "complex x",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), np.zeros((2, 3), complex)),
+            npattn.DTypeError,
+            "complex128",
+        ),
+        (
+            "gradcheck(module, x)",
+            "x holding NaN",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), np.full((2, 3), np.nan)),
+            npattn.ConfigError,
+            "contains NaN or inf",
+        ),
+        (
+            "gradcheck(module, x)",
+            "x of the wrong shape",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), np.zeros((2, 4))),
+            npattn.ShapeError,
+            "expected last dimension d_in=3",
+        ),
+        (
+            "gradcheck(module, x)",
+            "eps=0",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), np.ones((2, 3)), eps=0),
+            npattn.ConfigError,
+            "eps must be > 0, got 0",
+        ),
+        (
+            "gradcheck(module, x)",
+            "eps=nan",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), np.ones((2, 3)), eps=float("nan")),
+            npattn.ConfigError,
+            "eps must be a finite number",
+        ),
+        (
+            "gradcheck(module, x)",
+            "atol=-1",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), np.ones((2, 3)), atol=-1),
+            npattn.ConfigError,
+            "atol=-1",
+        ),
+        (
+            "gradcheck(module, x)",
+            "n_directions=0 (a check that could not fail)",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), np.ones((2, 3)), fast_mode=True, n_directions=0),
+            npattn.ConfigError,
+            "n_directions must be a positive integer, got 0",
+        ),
+        (
+            "gradcheck_stage(...)",
+            "names do not match inputs",
+            lambda: npattn.gradcheck_stage(F.scores_forward, F.scores_backward, [q, q], names=["a"]),
+            npattn.ConfigError,
+            "1 names for 2 inputs",
+        ),
+        (
+            "gradcheck_stage(...)",
+            "inputs that do not fit together",
+            lambda: npattn.gradcheck_stage(F.scores_forward, F.scores_backward, [q, k]),
+            npattn.ShapeError,
+            "got queries (4, 3), keys (5, 2)",
+        ),
+        (
+            "gradcheck_stage(...)",
+            "eps=-1",
+            lambda: npattn.gradcheck_stage(F.scores_forward, F.scores_backward, [q, q], eps=-1),
+            npattn.ConfigError,
+            "eps must be > 0",
+        ),
+        ("TorchGenerator(seed)", "seed=-1", lambda: G(-1), npattn.ConfigError, "got -1"),
+        ("TorchGenerator(seed)", "seed=2**32", lambda: G(2**32), npattn.ConfigError, "[0, 2**32)"),
+        ("TorchGenerator(seed)", "seed=1.0", lambda: G(1.0), npattn.ConfigError, "seed must be an integer, got 1.0"),
+        ("TorchGenerator(seed)", "seed='1'", lambda: G("1"), npattn.ConfigError, "got '1'"),
+        ("TorchGenerator(seed)", "seed=True", lambda: G(True), npattn.ConfigError, "got True"),
+        ("TorchGenerator(seed)", "seed=None", lambda: G(None), npattn.ConfigError, "got None"),
+        (
+            "TorchGenerator.rand(*size)",
+            "a negative size",
+            lambda: G(0).rand(-1),
+            npattn.ConfigError,
+            "rand size must be an integer >= 0, got -1",
+        ),
+        ("TorchGenerator.rand(*size)", "a float size", lambda: G(0).rand(2.5), npattn.ConfigError, "got 2.5 (float)"),
+        ("TorchGenerator.rand(*size)", "a string size", lambda: G(0).rand("3"), npattn.ConfigError, "got '3' (str)"),
+        (
+            "TorchGenerator.rand(*size)",
+            "dtype='foo'",
+            lambda: G(0).rand(2, dtype="foo"),
+            npattn.DTypeError,
+            "got 'foo'",
+        ),
+        (
+            "TorchGenerator.rand(*size)",
+            "dtype=float16",
+            lambda: G(0).rand(2, dtype=np.float16),
+            npattn.ConfigError,
+            "float32 and float64, got float16",
+        ),
+        (
+            "TorchGenerator.uniform(...)",
+            "low > high",
+            lambda: G(0).uniform((2,), 1.0, 0.0),
+            npattn.ConfigError,
+            "low=1.0 > high=0.0",
+        ),
+        (
+            "TorchGenerator.uniform(...)",
+            "a NaN bound",
+            lambda: G(0).uniform((2,), float("nan"), 1.0),
+            npattn.ConfigError,
+            "low must be a finite number",
+        ),
+        (
+            "TorchGenerator.set_state(state)",
+            "missing entries",
+            lambda: G(0).set_state({}),
+            npattn.ConfigError,
+            "missing ['seed', 'key', 'pos']",
+        ),
+        (
+            "TorchGenerator.set_state(state)",
+            "a key of 2 words",
+            lambda: G(0).set_state({"seed": 1, "key": [1, 2], "pos": 3}),
+            npattn.ConfigError,
+            "624 integer words, got shape (2,)",
+        ),
+        (
+            "TorchGenerator.set_state(state)",
+            "pos=1000",
+            lambda: G(0).set_state({**G(0).get_state(), "pos": 1000}),
+            npattn.ConfigError,
+            "[0, 624], got 1000",
+        ),
+    ]
+    cache = {name: fwd(*args)[1] for name, fwd, args in [
+        ("project", F.project_forward, (np.ones((4, 3)), np.ones((3, 2)))),
+        ("bias", F.bias_forward, (np.ones((4, 3)), np.ones(3))),
+        ("scores", F.scores_forward, (np.ones((4, 3)), np.ones((5, 3)))),
+        ("mask", F.mask_forward, (np.ones((4, 4)), F.causal_mask(4))),
+        ("softmax", F.softmax_forward, (np.ones((4, 5)), 0.5)),
+        ("dropout", F.dropout_forward, (np.ones((4, 5)), np.ones((4, 5), bool), 0.5)),
+        ("context", F.context_forward, (np.ones((4, 5)), np.ones((5, 2)))),
+        ("split_heads", F.split_heads_forward, (np.ones((2, 4, 6)), 2)),
+        ("merge_heads", F.merge_heads_forward, (np.ones((2, 3, 4, 2)),)),
+        ("concat", F.concat_forward, ([np.ones((4, 2)), np.ones((4, 3))],)),
+    ]}  # fmt: skip
+    rows += [
+        (
+            "F.project_forward(x, W)",
+            "x's last dim is not W's first",
+            lambda: F.project_forward(q, np.ones((4, 2))),
+            npattn.ShapeError,
+            "got x (4, 3), W (4, 2)",
+        ),
+        (
+            "F.project_forward(x, W)",
+            "a 1-D W",
+            lambda: F.project_forward(q, np.ones(3)),
+            npattn.ShapeError,
+            "needs a 2-D W",
+        ),
+        (
+            "F.bias_forward(y, bias)",
+            "bias of another length",
+            lambda: F.bias_forward(q, np.ones(2)),
+            npattn.ShapeError,
+            "got y (4, 3), bias (2,)",
+        ),
+        (
+            "F.scores_forward(queries, keys)",
+            "different k",
+            lambda: F.scores_forward(q, k),
+            npattn.ShapeError,
+            "got queries (4, 3), keys (5, 2)",
+        ),
+        (
+            "F.scores_forward(queries, keys)",
+            "different batch sizes",
+            lambda: F.scores_forward(np.ones((2, 4, 3)), np.ones((3, 4, 3))),
+            npattn.ShapeError,
+            "the same leading dims",
+        ),
+        (
+            "F.scores_forward(queries, keys)",
+            "batched queries, unbatched keys (would broadcast)",
+            lambda: F.scores_forward(np.ones((2, 4, 3)), np.ones((4, 3))),
+            npattn.ShapeError,
+            "got queries (2, 4, 3), keys (4, 3)",
+        ),
+        (
+            "F.scores_forward(queries, keys)",
+            "1-D operands",
+            lambda: F.scores_forward(np.ones(3), np.ones(3)),
+            npattn.ShapeError,
+            "got queries (3,), keys (3,)",
+        ),
+        (
+            "F.mask_forward(scores, mask)",
+            "mask of another size",
+            lambda: F.mask_forward(np.ones((4, 5)), F.causal_mask(4)),
+            npattn.ShapeError,
+            "mask must broadcast to attn_scores",
+        ),
+        (
+            "F.softmax(z)",
+            "a 0-D array",
+            lambda: F.softmax(np.float64(3.0)),
+            npattn.ShapeError,
+            "needs at least one axis",
+        ),
+        (
+            "F.dropout_forward(w, keep, p)",
+            "keep of another shape",
+            lambda: F.dropout_forward(np.ones((4, 5)), np.ones((4, 4), bool), 0.5),
+            npattn.ShapeError,
+            "keep must broadcast",
+        ),
+        (
+            "F.context_forward(weights, values)",
+            "weights' m is not values' m",
+            lambda: F.context_forward(np.ones((4, 5)), np.ones((4, 2))),
+            npattn.ShapeError,
+            "got attn_weights (4, 5), values (4, 2)",
+        ),
+        (
+            "F.attention_forward(q, k, v)",
+            "keys and values of different lengths",
+            lambda: F.attention_forward(q, q, np.ones((5, 2))),
+            npattn.ShapeError,
+            "got keys (4, 3), values (5, 2)",
+        ),
+        (
+            "F.split_heads_forward(x, h)",
+            "d_out not divisible by num_heads",
+            lambda: F.split_heads_forward(np.ones((2, 4, 6)), 4),
+            npattn.ShapeError,
+            "divisible by 4",
+        ),
+        (
+            "F.split_heads_forward(x, h)",
+            "a 2-D x",
+            lambda: F.split_heads_forward(np.ones((4, 6)), 2),
+            npattn.ShapeError,
+            "got x (4, 6)",
+        ),
+        (
+            "F.merge_heads_forward(x)",
+            "a 3-D x",
+            lambda: F.merge_heads_forward(np.ones((4, 6, 2))),
+            npattn.ShapeError,
+            "must be (b, h, n, hd)",
+        ),
+        (
+            "F.concat_forward(arrays)",
+            "different lengths",
+            lambda: F.concat_forward([np.ones((4, 2)), np.ones((5, 2))]),
+            npattn.ShapeError,
+            "[(4, 2), (5, 2)]",
+        ),
+        ("F.concat_forward(arrays)", "no arrays", lambda: F.concat_forward([]), npattn.ShapeError, "got []"),
+    ]
+    backward_rows = [
+        ("project", "gradient of another shape", (4, 3), "expected a gradient of shape (4, 2)"),
+        ("bias", "gradient of another shape", (4, 2), "expected a gradient of shape (4, 3)"),
+        ("scores", "gradient that would broadcast", (1, 5), "expected a gradient of shape (4, 5)"),
+        ("mask", "gradient of another shape", (4, 5), "got d_masked (4, 5), mask (4, 4)"),
+        (
+            "softmax",
+            "gradient that would broadcast (was silently wrong)",
+            (4, 1),
+            "expected a gradient of shape (4, 5)",
+        ),
+        ("dropout", "gradient of another shape", (4, 4), "got d_out (4, 4), keep (4, 5)"),
+        ("context", "gradient of another shape", (4, 3), "expected a gradient of shape (4, 2)"),
+        ("split_heads", "gradient of another shape", (2, 4, 6), "h * hd = 6"),
+        ("merge_heads", "gradient of another shape", (2, 4, 8), "expected a gradient of shape (2, 4, 6)"),
+        ("concat", "gradient of another width", (4, 4), "5 wide"),
+    ]
+    for stage, what, shape, fragment in backward_rows:
+        backward = getattr(F, f"{stage}_backward")
+        call = lambda b=backward, s=shape, c=cache[stage]: b(np.ones(s), c)  # noqa: E731
+        rows.append((f"F.{stage}_backward(d, cache)", what, call, npattn.ShapeError, fragment))
+    rows += [
+        (
+            "F.attention_backward(d, cache)",
+            "gradient that would broadcast",
+            lambda: F.attention_backward(np.ones((1, 2)), _attention_stage_cache()),
+            npattn.ShapeError,
+            "expected a gradient of shape (4, 2)",
+        ),
+    ]
+    return [BadInput(*row) for row in rows]
+
+
+BAD_INPUTS = [row for case in ATTENTION_CASES for row in attention_bad_inputs(case)] + library_bad_inputs()
+
+
+def _message(row: BadInput) -> str:
+    with pytest.raises(row.error) as info:
+        row.call()
+    return str(info.value)
+
+
+@pytest.mark.parametrize("row", BAD_INPUTS, ids=[row.id for row in BAD_INPUTS])
+def test_bad_input_raises_a_clear_error(row: BadInput) -> None:
+    with pytest.raises(npattn.NpattnError) as info:
+        row.call()
+    assert type(info.value) is row.error, f"{row.id}: expected {row.error.__name__}, got {type(info.value).__name__}"
+    assert row.fragment in str(info.value), f"{row.id}: {row.fragment!r} not in {str(info.value)!r}"
+    assert info.value.__cause__ is None  # no chained NumPy traceback
+
+
+def test_no_two_rows_test_the_same_thing() -> None:
+    ids = [row.id for row in BAD_INPUTS]
+    assert len(ids) == len(set(ids))
+
+
+def table_rows() -> list[str]:
+    """The docs/errors.md table rows for the first attention class and the library, from real runs."""
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n\t", "<br>").replace("\n", "<br>")
+
+    rows = []
+    for row in attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs():
+        message = _message(row)
+        rows.append(f"| `{cell(row.entry)}` | {cell(row.what)} | `{row.error.__name__}` | {cell(message)} |")
+    return rows
+
+
+def test_docs_table_is_current() -> None:
+    text = DOCS.read_text()
+    stale = [row for row in table_rows() if row not in text]
+    hint = "docs/errors.md is out of date (regenerate the rows with PYTHONPATH=. python tests/test_errors.py)"
+    assert not stale, hint + ":\n" + "\n".join(stale)
+
+
+def test_failed_load_changes_nothing() -> None:
+    model = npattn.SelfAttention_v1(3, 2, rng=0)
+    before = model.state_dict()
+    with pytest.raises(npattn.StateDictError):
+        model.load_state_dict(_state_dict_with(W_query=np.zeros((3, 2)), W_key=np.full((3, 2), 1e300)))
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value, before[key])
+
+
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=str)
+def test_failed_backward_changes_no_gradient(case: AttentionCase) -> None:
+    model = case.build(3, 2, 0, np.float64)
+    model(np.ones((1, 6, 3)))
+    model.backward(np.ones((1, 6, 2)))
+    before = [p.grad.copy() for p in model.parameters()]
+    with pytest.raises(npattn.ShapeError):
+        model.backward(np.ones((1, 5, 2)))
+    for p, g in zip(model.parameters(), before):
+        np.testing.assert_array_equal(p.grad, g)
+
+
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=str)
+def test_backward_differentiates_the_most_recent_forward(case: AttentionCase) -> None:
+    """Two forwards of the same shape, then backward: the gradient is the second forward's."""
+    rng = np.random.default_rng(0)
+    first, second = rng.standard_normal((2, 1, 5, 3))
+    g = rng.standard_normal((1, 5, 2))
+    model, fresh = case.build(3, 2, 0, np.float64), case.build(3, 2, 0, np.float64)
+    model(first)
+    model(second)
+    fresh(second)
+    np.testing.assert_array_equal(model.backward(g), fresh.backward(g))
+
+
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=str)
+def test_changing_x_after_forward_does_not_change_backward(case: AttentionCase) -> None:
+    """forward keeps its own copy of x: editing the caller's array in place cannot corrupt the weight gradients."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 5, 3))
+    g = rng.standard_normal((1, 5, 2))
+    model, fresh = case.build(3, 2, 0, np.float64), case.build(3, 2, 0, np.float64)
+    model(x)
+    fresh(x.copy())
+    x[...] = 7.0
+    model.backward(g)
+    fresh.backward(g)
+    for p, q in zip(model.parameters(), fresh.parameters()):
+        np.testing.assert_array_equal(p.grad, q.grad)
+
+
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=str)
+def test_accepted_inputs_are_converted_like_numpy(case: AttentionCase) -> None:
+    """Lists, ints, bools, float16 and uint are accepted and computed in the module's dtype."""
+    model = case.build(3, 2, 123, np.float32)
+    x = np.arange(12).reshape(1, 4, 3) % 3
+    expected = model(x.astype(np.float32))
+    for like in (x.tolist(), x.astype(np.int8), x.astype(np.uint64), x.astype(np.float16), x.astype(np.float64)):
+        out = model(like)
+        assert out.dtype == np.float32
+        np.testing.assert_array_equal(out, expected)
+    assert model(np.ones((1, 4, 3), bool)).dtype == np.float32
+
+
+def test_module_dtype_argument_accepts_float_dtypes() -> None:
+    for dtype in (np.float16, np.float32, np.float64, "float64"):
+        assert npattn.SelfAttention_v1(3, 2, rng=0, dtype=dtype).W_query.dtype == np.dtype(dtype)
+
+
+def test_rand_accepts_zero_and_numpy_integer_sizes() -> None:
+    assert npattn.TorchGenerator(0).rand(0, 3).shape == (0, 3)
+    np.testing.assert_array_equal(npattn.TorchGenerator(5).rand(np.int64(3)), npattn.TorchGenerator(5).rand(3))
+
+
+def test_set_state_accepts_what_get_state_returns() -> None:
+    a = npattn.TorchGenerator(9)
+    a.rand(5)
+    b = npattn.TorchGenerator(0)
+    b.set_state({key: (value.tolist() if key == "key" else np.int64(value)) for key, value in a.get_state().items()})
+    np.testing.assert_array_equal(a.rand(4), b.rand(4))
+
+
+if __name__ == "__main__":
+    sys.stdout.write("\n".join(table_rows()) + "\n")
