@@ -969,7 +969,8 @@ def compare(
         max_diff: float | None = None
         allowed = atol
         if a is not None and b is not None:
-            allowed = atol + rtol * (float(np.max(np.abs(a))) if a.size else 0.0)
+            finite = np.abs(a[np.isfinite(a)])  # masked -inf entries must not make every difference allowed
+            allowed = atol + rtol * (float(np.max(finite)) if finite.size else 0.0)
             if sa == sb:
                 a64, b64 = a.astype(np.float64), b.astype(np.float64)
                 with np.errstate(invalid="ignore"):  # -inf - -inf at masked entries: equal, not NaN
