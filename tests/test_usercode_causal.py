@@ -97,40 +97,9 @@ def test_prepare_reports_the_call_form_and_causality(causal_file):
     assert not v1.causal and v1.built_as == "SelfAttentionSwapped(3, 2)"
 
 
-TORCH_FILE = textwrap.dedent(
-    """
-    import torch
-    import torch.nn as nn
-
-
-    class CausalAttention(nn.Module):  # the book's listing 3.3
-        def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
-            super().__init__()
-            self.d_out = d_out
-            self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
-            self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
-            self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-            self.dropout = nn.Dropout(dropout)
-            self.register_buffer("mask", torch.triu(torch.ones(context_length, context_length), diagonal=1))
-
-        def forward(self, x):
-            b, num_tokens, d_in = x.shape
-            keys = self.W_key(x)
-            queries = self.W_query(x)
-            values = self.W_value(x)
-            attn_scores = queries @ keys.transpose(1, 2)
-            attn_scores.masked_fill_(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
-            attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
-            attn_weights = self.dropout(attn_weights)
-            return attn_weights @ values
-    """
-)
-
-
 @pytest.mark.torch
-def test_check_the_books_torch_causal_attention(tmp_path):
+def test_check_the_books_torch_causal_attention():
     pytest.importorskip("torch")
-    path = tmp_path / "torch_causal.py"
-    path.write_text(TORCH_FILE)
-    report = check_attention(f"{path}:CausalAttention")
+    book_class = Path(__file__).resolve().parent / "fixtures" / "make_parity_fixtures.py"  # the book's listing 3.3
+    report = check_attention(f"{book_class}:CausalAttention")
     assert report.causal and report.diagnosis.correct and report.row_check
