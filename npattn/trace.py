@@ -1,12 +1,15 @@
 """The seed article's debugging habit as tools: predict the shapes, trace every stage, compare.
 
     predict_shapes(n_tokens, d_in, d_out)   the expected shape of every stage, before running anything
+                                            (num_heads=, kind= for causal and multi-head attention;
+                                            predict_shapes_for(module, x) reads them off a module)
     trace(module, x)                        run a forward pass and record every stage (name, formula,
                                             input shapes, output shape, the array)
     check_shapes(prediction, actual)        compare a trace (or just an output) with the prediction and
                                             say, on a mismatch, where the seed says to look
     check_rows(x, weights, output)          the single-token check: every token's context vector
                                             computed on its own (the book's section 3.4), row by row
+                                            (check_rows_of(module, x): causal and per head as it is)
     compare(reference, candidate, x)        two implementations stage by stage: the max difference per
                                             stage and the first stage whose values diverge
 
@@ -104,7 +107,8 @@ _LATEST_OF = {"attn_scores": ("attn_scores", "masked_scores"), "attn_weights": (
 
 
 def kind_of(module: Any) -> str | None:
-    """ "self" (SelfAttention_v1/v2), "causal", "wrapper", "multihead", or None for other objects."""
+    """The kind of npattn attention ``module`` is: "self" (SelfAttention_v1/v2), "causal",
+    "wrapper", "multihead"; None for anything else."""
     return next((kind for kind, classes in _KINDS if isinstance(module, classes)), None)
 
 
@@ -242,7 +246,7 @@ def predict_shapes(
         ("keys", (*lead, n, d_out), columns),
         ("values", (*lead, n, d_out), columns),
     ]
-    scores = f"one score per (query, key) pair: (n, {head_dim}) -> (n, n={n})"
+    scores = f"one score per (query, key) pair: (n, d_out) -> (n, n={n})"
     if heads:
         scores = f"{h} heads of head_dim={head_dim}, each (n, n={n}): one score per (query, key) pair per head"
     single.append(("attn_scores", (*lead, *heads, n, n), scores))
@@ -1056,14 +1060,18 @@ def run_trace(
         n = check_positive_int(n_tokens, "n_tokens")
         x = np.random.default_rng(seed).random(((2,) if attention else ()) + (n, d_in)).astype(np.float32)
     model = build_attention(name, d_in, d_out, n_tokens, num_heads=num_heads, seed=seed)
-    where = "the book's input" + (" batch" if attention else "") if book else f"{n_tokens} random tokens"
-    print(f"{type(model).__name__}({model.extra_repr()}, rng={seed}) on {where} {_shape_str(x.shape)}", file=out)
+    if attention:
+        where = "the book's input batch" if book else f"{n_tokens} random tokens"
+        print(f"{type(model).__name__}({model.extra_repr()}, rng={seed}) on {where} {_shape_str(x.shape)}", file=out)
     if book:
         print(
             f'the book\'s example: "Your journey starts with one step", weights of torch.manual_seed({seed})', file=out
         )
+    elif not attention:
+        print(f"SelfAttention_v1({d_in}, {d_out}, rng={seed}) on {n_tokens} random tokens", file=out)
+    print(file=out)
     prediction = predict_shapes_for(model, x)
-    print("\n1. predict the shapes before running anything", file=out)
+    print("1. predict the shapes before running anything", file=out)
     print(prediction, file=out)
     recorded = trace(model, x)
     print("\n2. run it and record every stage", file=out)
