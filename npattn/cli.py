@@ -7,15 +7,13 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-import numpy as np
-
 from npattn.attention import SelfAttention_v1
 from npattn.book import BOOK_TOKENS, book_inputs
 from npattn.demo import format_matrix, run_demo
 from npattn.errors import NpattnError
 from npattn.gradcheck import gradcheck
 from npattn.stagecheck import run_gradcheck
-from npattn.trace import run_trace
+from npattn.trace import TRACE_CLASSES, run_trace, trace
 from npattn.train import run_train_command
 from npattn.usercode import run_check
 
@@ -24,15 +22,13 @@ def run_book_example(out: TextIO) -> int:
     """The chapter-3 example: SelfAttention_v1(3, 2) with seed 123 on the six-token input."""
     x = book_inputs()
     model = SelfAttention_v1(3, 2, rng=123)
-    stages: list[tuple[str, np.ndarray]] = []
-    model._recorder = lambda name, arr: stages.append((name, arr))
-    context_vec = model(x)
-    model._recorder = None
+    recorded = trace(model, x)
+    context_vec = recorded.output
     print("SelfAttention_v1(d_in=3, d_out=2), weights drawn like torch.manual_seed(123); torch.rand(3, 2) x3", file=out)
     print('input: "Your journey starts with one step", 6 tokens x d_in=3\n', file=out)
     print(f"{'stage':<14} {'shape':<8}", file=out)
-    for name, arr in stages:
-        print(f"{name:<14} {arr.shape!s:<8}", file=out)
+    for stage in recorded:
+        print(f"{stage.qualname:<14} {stage.shape!s:<8}", file=out)
     print("\ncontext_vec (the book prints the same digits):", file=out)
     print(format_matrix(context_vec, BOOK_TOKENS), file=out)
     report = gradcheck(model, x, raise_exception=False)
@@ -68,14 +64,24 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--save", metavar="FILE", help="write a checkpoint (.npz) here (atomically)")
     train.add_argument("--save-every", type=int, default=0, help="checkpoint every N steps (default: only at the end)")
     train.add_argument("--resume", metavar="FILE", help="continue the run stored in this checkpoint up to --steps")
-    trace_cmd = sub.add_parser("trace", help="predicted and actual shape of every stage of SelfAttention_v1")
+    trace_cmd = sub.add_parser(
+        "trace", help="predicted and actual shape of every stage of SelfAttention_v1 (or --class)"
+    )
     _add_sizes(trace_cmd)
     trace_cmd.add_argument(
         "--book",
         action="store_true",
-        help="the book's input and seed-123 weights: 6 tokens, d_in=3, d_out=2 (overrides the sizes)",
+        help="the book's input and seeds (123; 789 for --class v2): 6 tokens, d_in=3, d_out=2 (overrides the sizes)",
     )
     trace_cmd.add_argument("--values", action="store_true", help="also print every stage's array")
+    trace_cmd.add_argument(
+        "--class",
+        dest="attention",
+        choices=list(TRACE_CLASSES),
+        help="trace this chapter-3 class on a batch of two (with --book: the book's batch and seeds, "
+        "789 for v2, 123 for the others; dropout 0.0, context_length = tokens)",
+    )
+    trace_cmd.add_argument("--heads", type=int, default=2, help="num_heads of wrapper and mha (default 2)")
     grad_cmd = sub.add_parser("gradcheck", help="finite-difference check of every stage pair and parameter")
     _add_sizes(grad_cmd)
     check_cmd = sub.add_parser("check", help="check your own attention: FILE.py:NAME (a class or a function)")
@@ -91,7 +97,16 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "train":
         return run_train_command(args, sys.stdout)
     if args.command == "trace":
-        return run_trace(args.tokens, args.d_in, args.d_out, seed=args.seed, book=args.book, values=args.values)
+        return run_trace(
+            args.tokens,
+            args.d_in,
+            args.d_out,
+            seed=args.seed,
+            book=args.book,
+            values=args.values,
+            attention=args.attention,
+            num_heads=args.heads,
+        )
     if args.command == "gradcheck":
         return run_gradcheck(args.tokens, args.d_in, args.d_out, seed=args.seed)
     if args.command == "check":

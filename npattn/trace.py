@@ -1,12 +1,15 @@
 """The seed article's debugging habit as tools: predict the shapes, trace every stage, compare.
 
     predict_shapes(n_tokens, d_in, d_out)   the expected shape of every stage, before running anything
+                                            (num_heads=, kind= for causal and multi-head attention;
+                                            predict_shapes_for(module, x) reads them off a module)
     trace(module, x)                        run a forward pass and record every stage (name, formula,
                                             input shapes, output shape, the array)
     check_shapes(prediction, actual)        compare a trace (or just an output) with the prediction and
                                             say, on a mismatch, where the seed says to look
     check_rows(x, weights, output)          the single-token check: every token's context vector
                                             computed on its own (the book's section 3.4), row by row
+                                            (check_rows_of(module, x): causal and per head as it is)
     compare(reference, candidate, x)        two implementations stage by stage: the max difference per
                                             stage and the first stage whose values diverge
 
@@ -20,19 +23,28 @@ import math
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import Any, TextIO
 
 import numpy as np
 
 from npattn import functional as F
 from npattn._checks import as_array, check_positive_int
-from npattn.attention import SelfAttention_v1
-from npattn.book import BOOK_TOKENS, book_inputs
+from npattn.attention import (
+    CausalAttention,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    SelfAttention_v1,
+    SelfAttention_v2,
+)
+from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.errors import ConfigError, ShapeError
+from npattn.layers import Dropout
 from npattn.module import Module
 
 __all__ = [
     "STAGE_FORMULAS",
+    "TRACE_CLASSES",
     "Comparison",
     "RowCheck",
     "ShapeCheck",
@@ -41,11 +53,15 @@ __all__ = [
     "StageDiff",
     "StagePrediction",
     "Trace",
+    "build_attention",
     "check_rows",
+    "check_rows_of",
     "check_shapes",
     "check_weights",
     "compare",
+    "kind_of",
     "predict_shapes",
+    "predict_shapes_for",
     "run_trace",
     "to_numpy",
     "trace",
@@ -65,9 +81,40 @@ STAGE_FORMULAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "attn_weights": ("softmax(attn_scores / sqrt(d_k)) over keys", ("attn_scores",)),
     "dropped_weights": ("dropout(attn_weights)", ("attn_weights",)),
     "context_vec": ("attn_weights @ values", ("attn_weights", "values")),
+    "merged_heads": ("context_vec.transpose(1, 2).reshape(b, n, d_out)", ("context_vec",)),
+    "out_proj": ("merged_heads @ out_proj.weight^T + out_proj.bias", ("merged_heads", "out_proj")),
 }
+# Where a kind of attention computes a stage differently (split(t) = t.view(b, n, num_heads,
+# head_dim).transpose(1, 2)); reads may be patterns ("heads.*.context_vec").
+KIND_FORMULAS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
+    "multihead": {
+        "attn_scores": ("split(queries) @ split(keys)^T, per head", ("queries", "keys")),
+        "attn_weights": ("softmax(attn_scores / sqrt(head_dim)) over keys", ("attn_scores",)),
+        "context_vec": ("attn_weights @ split(values), per head", ("attn_weights", "values")),
+    },
+    "wrapper": {"context_vec": ("concat(heads.i.context_vec) over the last axis", ("heads.*.context_vec",))},
+}
+# npattn's attention classes by kind (subclasses count: a planted bug in a subclass keeps its kind).
+_KINDS: tuple[tuple[str, tuple[type[Module], ...]], ...] = (
+    ("multihead", (MultiHeadAttention,)),
+    ("wrapper", (MultiHeadAttentionWrapper,)),
+    ("causal", (CausalAttention,)),
+    ("self", (SelfAttention_v1, SelfAttention_v2)),
+)
+KINDS = tuple(kind for kind, _ in _KINDS)
 # A stage that reads one of these reads the latest stage of the group (masked scores, dropped weights).
 _LATEST_OF = {"attn_scores": ("attn_scores", "masked_scores"), "attn_weights": ("attn_weights", "dropped_weights")}
+
+
+def kind_of(module: Any) -> str | None:
+    """The kind of npattn attention ``module`` is: "self" (SelfAttention_v1/v2), "causal",
+    "wrapper", "multihead"; None for anything else."""
+    return next((kind for kind, classes in _KINDS if isinstance(module, classes)), None)
+
+
+def formula_of(name: str, kind: str | None = None) -> tuple[str, tuple[str, ...]]:
+    """(formula, names of what it reads) of stage ``name`` in attention of ``kind``; ("", ()) if unknown."""
+    return KIND_FORMULAS.get(kind or "", {}).get(name) or STAGE_FORMULAS.get(name, ("", ()))
 
 
 def _shape_str(shape: tuple[int, ...] | None) -> str:
@@ -99,13 +146,18 @@ class StagePrediction:
 
 @dataclass(frozen=True)
 class ShapePrediction:
-    """Expected shapes of every stage; ``prediction["attn_weights"]`` gives a shape; prints as a table."""
+    """Expected shapes of every stage; ``prediction["attn_weights"]`` gives a shape; prints as a table.
+
+    The last stage is the output (``output_name``: context_vec, or out_proj for multi-head).
+    """
 
     n_tokens: int
     d_in: int
     d_out: int
     batch: int | None
     stages: tuple[StagePrediction, ...]
+    num_heads: int | None = None
+    kind: str = "self"
 
     def __getitem__(self, name: str) -> tuple[int, ...]:
         for stage in self.stages:
@@ -117,51 +169,136 @@ class ShapePrediction:
         return any(stage.name == name for stage in self.stages)
 
     @property
+    def output_name(self) -> str:
+        return self.stages[-1].name
+
+    @property
     def output_shape(self) -> tuple[int, ...]:
-        return self["context_vec"]
+        return self.stages[-1].shape
+
+    @property
+    def output_columns(self) -> str:
+        """How many columns the output has, in words: "d_out=2", or "d_out * num_heads = 4"."""
+        if self.kind == "wrapper":
+            return f"d_out * num_heads = {self.output_shape[-1]}"
+        return f"d_out={self.d_out}"
 
     def __str__(self) -> str:
         rows = [[s.name, s.formula, _shape_str(s.shape), s.change] for s in self.stages]
         head = f"predicted shapes: n_tokens={self.n_tokens}, d_in={self.d_in}, d_out={self.d_out}"
         head += f", batch={self.batch}" if self.batch is not None else ""
+        head += f", num_heads={self.num_heads}" if self.num_heads is not None else ""
+        head += f" ({self.kind} attention)" if self.kind != "self" else ""
         return "\n".join([head, *_table(["stage", "formula", "shape", "what changed"], rows)])
 
     __repr__ = __str__
 
 
-def predict_shapes(n_tokens: int, d_in: int, d_out: int, batch: int | None = None) -> ShapePrediction:
-    """The shape of every stage of single-head self-attention, predicted before running anything.
+def predict_shapes(
+    n_tokens: int,
+    d_in: int,
+    d_out: int,
+    batch: int | None = None,
+    *,
+    num_heads: int | None = None,
+    kind: str | None = None,
+    dropout: bool = False,
+) -> ShapePrediction:
+    """The shape of every stage, predicted before running anything.
 
-    x (n, d_in) -> queries, keys, values (n, d_out) -> attn_scores, attn_weights (n, n)
-    -> context_vec (n, d_out); a batch adds a leading dimension.
+    ``kind``: "self" (SelfAttention_v1/v2, the default without ``num_heads``), "causal"
+    (CausalAttention: adds masked_scores), "wrapper" (MultiHeadAttentionWrapper: every head's
+    stages as ``heads.i.<stage>``, then the heads concatenated to d_out * num_heads columns) or
+    "multihead" (MultiHeadAttention, the default with ``num_heads``: scores, weights and
+    context vectors per head (batch, num_heads, n, ...), then merged_heads and out_proj).
+    ``dropout``: the causal kinds also record dropped_weights (training mode with p > 0).
+
+    Self-attention: x (n, d_in) -> queries, keys, values (n, d_out) -> attn_scores, attn_weights
+    (n, n) -> context_vec (n, d_out); a batch adds a leading dimension.
 
     Raises:
-        ConfigError: a size that is not a positive integer.
+        ConfigError: a size that is not a positive integer; an unknown kind; num_heads missing for
+            a multi-head kind, given for a single-head one, or not dividing d_out (multihead);
+            dropout for "self".
     """
     n = check_positive_int(n_tokens, "n_tokens")
     d_in = check_positive_int(d_in, "d_in")
     d_out = check_positive_int(d_out, "d_out")
     lead: tuple[int, ...] = () if batch is None else (check_positive_int(batch, "batch"),)
-    changes = {
-        "x": "one row per token" + (", one matrix per batch entry" if lead else ""),
-        "queries": f"columns: d_in={d_in} -> d_out={d_out}",
-        "keys": f"columns: d_in={d_in} -> d_out={d_out}",
-        "values": f"columns: d_in={d_in} -> d_out={d_out}",
-        "attn_scores": f"one score per (query, key) pair: (n, d_out) -> (n, n={n})",
-        "attn_weights": "same shape; each row now sums to 1",
-        "context_vec": f"back to d_out={d_out} columns, one row per token",
-    }
-    shapes = {
-        "x": (*lead, n, d_in),
-        "queries": (*lead, n, d_out),
-        "keys": (*lead, n, d_out),
-        "values": (*lead, n, d_out),
-        "attn_scores": (*lead, n, n),
-        "attn_weights": (*lead, n, n),
-        "context_vec": (*lead, n, d_out),
-    }
-    stages = tuple(StagePrediction(name, STAGE_FORMULAS[name][0], shapes[name], changes[name]) for name in shapes)
-    return ShapePrediction(n, d_in, d_out, None if not lead else lead[0], stages)
+    kind = kind if kind is not None else ("self" if num_heads is None else "multihead")
+    if kind not in KINDS:
+        raise ConfigError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    multi = kind in ("wrapper", "multihead")
+    if multi != (num_heads is not None):
+        raise ConfigError(f"num_heads is {'required' if multi else 'not used'} for kind={kind!r}, got {num_heads!r}")
+    if dropout and kind == "self":
+        raise ConfigError("kind='self' (SelfAttention_v1/v2) has no dropout stage; use kind='causal'")
+    h = check_positive_int(num_heads, "num_heads") if multi else 1
+    if kind == "multihead" and d_out % h:
+        raise ConfigError(f"d_out must be divisible by num_heads, got d_out={d_out} and num_heads={h}")
+    head_dim = d_out // h if kind == "multihead" else d_out
+    heads = (h,) if kind == "multihead" else ()  # multi-head attention makes the heads a batch axis
+    causal = kind != "self"
+    columns = f"columns: d_in={d_in} -> d_out={d_out}"
+    single: list[tuple[str, tuple[int, ...], str]] = [
+        ("x", (*lead, n, d_in), "one row per token" + (", one matrix per batch entry" if lead else "")),
+        ("queries", (*lead, n, d_out), columns),
+        ("keys", (*lead, n, d_out), columns),
+        ("values", (*lead, n, d_out), columns),
+    ]
+    scores = f"one score per (query, key) pair: (n, d_out) -> (n, n={n})"
+    if heads:
+        scores = f"{h} heads of head_dim={head_dim}, each (n, n={n}): one score per (query, key) pair per head"
+    single.append(("attn_scores", (*lead, *heads, n, n), scores))
+    if causal:
+        single.append(("masked_scores", (*lead, *heads, n, n), "same shape; entries above the diagonal are -inf"))
+    single.append(("attn_weights", (*lead, *heads, n, n), "same shape; each row now sums to 1"))
+    if dropout:
+        single.append(("dropped_weights", (*lead, *heads, n, n), "same shape; dropped entries 0, kept ones / (1 - p)"))
+    back = f"back to d_out={d_out} columns, one row per token"
+    if heads:
+        back = f"back to head_dim={head_dim} columns, one row per token, in every head"
+    single.append(("context_vec", (*lead, *heads, n, head_dim), back))
+    head_kind = "causal" if kind == "wrapper" else kind  # the wrapper's heads are CausalAttention
+    stages = [StagePrediction(name, formula_of(name, head_kind)[0], shape, change) for name, shape, change in single]
+    if kind == "multihead":
+        merged = f"heads merged back: (batch, {h}, n, {head_dim}) -> (batch, n, d_out={d_out})"
+        stages.append(StagePrediction("merged_heads", formula_of("merged_heads")[0], (*lead, n, d_out), merged))
+        mixed = "same shape; the heads' columns mixed by a (d_out, d_out) Linear"
+        stages.append(StagePrediction("out_proj", formula_of("out_proj")[0], (*lead, n, d_out), mixed))
+    elif kind == "wrapper":
+        stages = [
+            StagePrediction(f"heads.{i}.{s.name}", s.formula, s.shape, s.change if i == 0 else "as heads.0")
+            for i in range(h)
+            for s in stages
+        ]
+        concat = f"{h} heads side by side: {h} x d_out={d_out} -> {h * d_out} columns"
+        stages.append(StagePrediction("context_vec", formula_of("context_vec", kind)[0], (*lead, n, h * d_out), concat))
+    return ShapePrediction(n, d_in, d_out, lead[0] if lead else None, tuple(stages), num_heads if multi else None, kind)
+
+
+def predict_shapes_for(module: Module, x: Any) -> ShapePrediction:
+    """``predict_shapes`` with the sizes, kind, heads and dropout of one of npattn's attention
+    classes, for an input x (an array, or just its shape (n, d_in) or (b, n, d_in)).
+
+    Raises:
+        ConfigError: ``module`` is not one of npattn's attention classes (use predict_shapes).
+        ShapeError: x is not 2-D or 3-D.
+    """
+    kind = kind_of(module)
+    if kind is None:
+        raise ConfigError(
+            f"predict_shapes_for knows npattn's attention classes, got {type(module).__name__}: "
+            "use predict_shapes(n_tokens, d_in, d_out, ...) with your sizes"
+        )
+    shape = tuple(x) if isinstance(x, tuple) else np.shape(to_numpy(x))
+    if len(shape) not in (2, 3):
+        raise ShapeError(f"x: expected shape (n, d_in) or (batch, n, d_in), got {shape}")
+    head: Any = module.heads[0] if isinstance(module, MultiHeadAttentionWrapper) else module
+    dropout = any(isinstance(m, Dropout) and m.training and m.p > 0 for m in module.modules())
+    num_heads = getattr(module, "num_heads", None)
+    batch = shape[0] if len(shape) == 3 else None
+    return predict_shapes(shape[-2], head.d_in, head.d_out, batch, num_heads=num_heads, kind=kind, dropout=dropout)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -239,25 +376,28 @@ class Trace:
 
 def _weight_shape(module: Module, name: str) -> tuple[int, ...] | None:
     """Shape of ``module.<name>`` as the (d_in, d_out) matrix the formula multiplies by, if it exists."""
+    if not name.isidentifier():
+        return None
     try:
         return weights_of(module, names=(name,))[name].shape
     except ConfigError:
         return None
 
 
-def _input_shapes(module: Module, stages: list[Stage], name: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """The shapes of what stage ``name`` reads: earlier stages of the same module, or its weights."""
-    if name in STAGE_FORMULAS:
-        wanted = STAGE_FORMULAS[name][1]
-    else:
-        wanted = (stages[-1].name,) if stages else ()
+def _input_shapes(
+    module: Module, prefix: str, stages: list[Stage], reads: tuple[str, ...]
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The shapes of what a stage of ``module`` (named ``prefix``) reads: its earlier stages (named
+    relative to ``prefix``; a pattern such as "heads.*.context_vec" takes every match), or its weights."""
+    own = [(s.qualname[len(prefix) + 1 :] if prefix else s.qualname, s) for s in stages]
+    own = [(rel, s) for rel, s in own if not prefix or s.qualname.startswith(prefix + ".")]
     found: list[tuple[str, tuple[int, ...]]] = []
-    for want in wanted:
+    for want in reads:
         candidates = _LATEST_OF.get(want, (want,))
-        earlier = [s for s in stages if s.name in candidates]
+        earlier = [(rel, s.shape) for rel, s in own if any(fnmatchcase(rel, c) for c in candidates)]
         if earlier:
-            found.append((earlier[-1].name, earlier[-1].shape))
-        elif want.startswith("W_"):
+            found += earlier if "*" in want else earlier[-1:]
+        else:
             shape = _weight_shape(module, want)
             if shape is not None:
                 found.append((want, shape))
@@ -269,7 +409,9 @@ def trace(module: Module, x: Any, *args: Any, **kwargs: Any) -> Trace:
 
     Installs a recorder on every module of ``module.modules()``, runs forward, and restores the
     previous recorders even when forward raises. Stage names are whatever the forward passes
-    record; the known ones ("x", "queries", ..., "context_vec") get their formula.
+    record; a dotted name ("heads.0.queries", as MultiHeadAttentionWrapper passes on its heads'
+    stages) belongs to that sub-module. The known names ("x", "queries", ..., "context_vec",
+    "merged_heads", "out_proj") get their formula, as the module's kind of attention computes it.
 
     Raises:
         ConfigError: ``module`` is not an npattn Module.
@@ -278,22 +420,24 @@ def trace(module: Module, x: Any, *args: Any, **kwargs: Any) -> Trace:
     if not isinstance(module, Module):
         raise ConfigError(f"trace expects an npattn.Module, got {type(module).__name__}")
     stages: list[Stage] = []
-    per_module: dict[str, list[Stage]] = {}
+    named = dict(module.named_modules())
     saved = [(m, m._recorder) for m in module.modules()]
 
-    def recorder_for(sub: Module, prefix: str) -> Callable[[str, np.ndarray], None]:
+    def recorder_for(prefix: str) -> Callable[[str, np.ndarray], None]:
         def record(name: str, array: np.ndarray) -> None:
-            own = per_module.setdefault(prefix, [])
-            formula = STAGE_FORMULAS.get(name, ("", ()))[0]
-            stage = Stage(name, prefix, formula, _input_shapes(sub, own, name), np.array(array, copy=True))
-            own.append(stage)
-            stages.append(stage)
+            owner_name, _, name = f"{prefix}.{name}".lstrip(".").rpartition(".")
+            owner = named.get(owner_name, named[prefix])
+            formula, reads = formula_of(name, kind_of(owner))
+            if not formula and not reads:  # an unknown stage reads the stage before it
+                reads = tuple([s.name for s in stages if s.module == owner_name][-1:])
+            inputs = _input_shapes(owner, owner_name, stages, reads)
+            stages.append(Stage(name, owner_name, formula, inputs, np.array(array, copy=True)))
 
         return record
 
     try:
         for prefix, sub in module.named_modules():
-            object.__setattr__(sub, "_recorder", recorder_for(sub, prefix))
+            object.__setattr__(sub, "_recorder", recorder_for(prefix))
         output = module(x, *args, **kwargs)
     finally:
         for sub, previous in saved:
@@ -356,12 +500,15 @@ class ShapeCheck:
     __repr__ = __str__
 
 
-def _output_advice(expected: tuple[int, ...], actual: tuple[int, ...], d_in: int, d_out: int) -> list[str]:
+def _output_advice(prediction: ShapePrediction, actual: tuple[int, ...]) -> list[str]:
     """The seed's reading of a wrong output shape (rows = tokens, columns = d_out)."""
+    expected, d_in, d_out = prediction.output_shape, prediction.d_in, prediction.d_out
+    columns = prediction.output_columns
     if len(actual) != len(expected):
         return [
             f"the output has {len(actual)} dimensions, expected {len(expected)} {_shape_str(expected)}: "
             "a batch dimension was added or lost"
+            + (" (or the heads were not merged back)" if prediction.kind == "multihead" else "")
         ]
     advice = []
     rows_ok = actual[:-1] == expected[:-1]
@@ -373,27 +520,38 @@ def _output_advice(expected: tuple[int, ...], actual: tuple[int, ...], d_in: int
     if actual[-1] != expected[-1]:
         if actual[-1] == d_in and d_in != d_out:
             advice.append(
-                f"the output has d_in={d_in} columns where d_out={d_out} was expected: "
+                f"the output has d_in={d_in} columns where {columns} was expected: "
                 "a projection used d_in where d_out was expected (W_query/W_key/W_value must be (d_in, d_out))"
+            )
+        elif prediction.kind == "wrapper" and actual[-1] == d_out:
+            advice.append(
+                f"the output has d_out={d_out} columns, one head's: concatenate the {prediction.num_heads} heads' "
+                f"outputs over the last axis ({columns})"
             )
         elif rows_ok:
             advice.append(
-                f"right rows but {actual[-1]} columns instead of d_out={d_out}: look at the context stage first "
+                f"right rows but {actual[-1]} columns instead of {columns}: look at the context stage first "
                 "(context_vec = attn_weights @ values has the values' columns)"
             )
         else:
-            advice.append(f"the output has {actual[-1]} columns, expected d_out={d_out}")
+            advice.append(f"the output has {actual[-1]} columns, expected {columns}")
     return advice
 
 
-def _stage_advice(name: str, expected: tuple[int, ...], actual: tuple[int, ...], d_in: int, d_out: int) -> str:
+def _stage_advice(qualname: str, expected: tuple[int, ...], actual: tuple[int, ...], d_in: int, d_out: int) -> str:
+    name = qualname.rpartition(".")[2]  # heads.0.queries: a head's queries
     if name in ("queries", "keys", "values") and actual[-1:] == (d_in,) and d_in != d_out:
-        return f"{name} has d_in={d_in} columns: a projection used d_in where d_out={d_out} was expected"
+        return f"{qualname} has d_in={d_in} columns: a projection used d_in where d_out={d_out} was expected"
     if name == "attn_scores":
-        return f"attn_scores should be (n, n): one score per (query, key) pair, queries @ keys^T, got {actual}"
+        return (
+            f"{qualname} should be {_shape_str(expected)}: one score per (query, key) pair, queries @ keys^T, "
+            f"got {_shape_str(actual)}"
+        )
     if name == "attn_weights":
         return "attn_weights should keep the scores' (n, n) shape: the softmax changes values, not the shape"
-    return f"{name} is the first stage with a wrong shape: expected {_shape_str(expected)}, got {_shape_str(actual)}"
+    return (
+        f"{qualname} is the first stage with a wrong shape: expected {_shape_str(expected)}, got {_shape_str(actual)}"
+    )
 
 
 def check_shapes(prediction: ShapePrediction, actual: Trace | Mapping[str, Any] | Any) -> ShapeCheck:
@@ -403,29 +561,32 @@ def check_shapes(prediction: ShapePrediction, actual: Trace | Mapping[str, Any] 
     context vectors only, all a user's function may give). Only stages present are compared.
     On a mismatch, ``advice`` names the first wrong stage and, for the output, what the seed says:
     d_in columns -> a projection used d_in where d_out was expected; right rows but wrong
-    columns -> look at the context stage first.
+    columns -> look at the context stage first. A Trace's stages are matched by qualified name
+    ("heads.0.queries"), then by plain name; the output is the prediction's last stage
+    (out_proj for multi-head; for the wrapper, context_vec with d_out * num_heads columns).
     """
+    output_name = prediction.output_name
     if isinstance(actual, Trace):
-        found: dict[str, tuple[int, ...]] = {}
-        for stage in actual.stages:
+        found: dict[str, tuple[int, ...]] = {s.qualname: s.shape for s in reversed(actual.stages)}
+        for stage in actual.stages:  # a sub-module's stage counts under its plain name too
             found.setdefault(stage.name, stage.shape)
-        if "context_vec" not in found and actual.output is not None:
-            found["context_vec"] = np.shape(to_numpy(actual.output))
+        if output_name not in found and actual.output is not None:
+            found[output_name] = np.shape(to_numpy(actual.output))
     elif isinstance(actual, Mapping):
         found = {
             k: tuple(v) if isinstance(v, tuple) else np.shape(to_numpy(v)) for k, v in actual.items() if k in prediction
         }
     else:
-        found = {"context_vec": np.shape(to_numpy(actual))}
+        found = {output_name: np.shape(to_numpy(actual))}
     rows = [ShapeRow(s.name, s.shape, found.get(s.name)) for s in prediction.stages]
     advice: list[str] = []
     d_in, d_out = prediction.d_in, prediction.d_out
-    first_bad = next((r for r in rows if r.actual is not None and not r.ok and r.name != "context_vec"), None)
+    first_bad = next((r for r in rows if r.actual is not None and not r.ok and r.name != output_name), None)
     if first_bad is not None and first_bad.actual is not None:
         advice.append(_stage_advice(first_bad.name, first_bad.expected, first_bad.actual, d_in, d_out))
     out_row = rows[-1]
     if out_row.actual is not None and not out_row.ok:
-        advice += _output_advice(out_row.expected, out_row.actual, d_in, d_out)
+        advice += _output_advice(prediction, out_row.actual)
     if not any(r.actual is not None for r in rows):
         advice.append("no stage of the prediction was recorded")
     return ShapeCheck(rows, advice)
@@ -580,6 +741,7 @@ def check_rows(
     output: Any,
     *,
     causal: bool = False,
+    num_heads: int = 1,
     atol: float = 1e-5,
     tokens: Sequence[str] | None = None,
 ) -> RowCheck:
@@ -587,27 +749,71 @@ def check_rows(
     context vector computed on its own (x (n, d_in) or (b, n, d_in); output like x with d_out
     columns). ``weights`` is a mapping or an object holding W_query/W_key/W_value.
 
+    ``num_heads`` > 1: the weights' d_out columns are ``num_heads`` heads side by side (head i
+    uses columns i * d_out/num_heads onwards), each computed on its own and concatenated: the
+    output of MultiHeadAttentionWrapper (with its heads' weights concatenated) or the
+    ``merged_heads`` stage of MultiHeadAttention (before out_proj).
+
     Raises:
         ShapeError: ``output`` does not have the shape (..., n, d_out) the weights give.
+        ConfigError: num_heads not a positive integer dividing d_out.
     """
     if not isinstance(weights, Mapping):
         weights = weights_of(weights)
     x64, Wq, Wk, Wv = check_weights(x, weights)
     out = np.asarray(as_array(to_numpy(output), "output"), dtype=np.float64)
-    expected_shape = (*x64.shape[:-1], Wq.shape[1])
+    d_out = Wq.shape[1]
+    h = check_positive_int(num_heads, "num_heads")
+    if d_out % h:
+        raise ConfigError(f"num_heads={h} does not divide the weights' d_out={d_out}")
+    expected_shape = (*x64.shape[:-1], d_out)
     if out.shape != expected_shape:
         raise ShapeError(f"output: expected shape {expected_shape} (one row of d_out per token), got {out.shape}")
     flat_x = x64.reshape(-1, *x64.shape[-2:])
+    heads = [slice(i * d_out // h, (i + 1) * d_out // h) for i in range(h)]
     expected = np.stack(
         [
-            np.stack([single_token_context(xb, Wq, Wk, Wv, i, causal=causal) for i in range(xb.shape[0])])
+            np.stack(
+                [
+                    np.concatenate(
+                        [single_token_context(xb, Wq[:, c], Wk[:, c], Wv[:, c], i, causal=causal) for c in heads]
+                    )
+                    for i in range(xb.shape[0])
+                ]
+            )
             if xb.shape[0]
-            else np.zeros((0, Wq.shape[1]))
+            else np.zeros((0, d_out))
             for xb in flat_x
         ]
     ).reshape(expected_shape)
     row_diffs = np.max(np.abs(expected - out), axis=-1, initial=0.0)
     return RowCheck(expected, out, row_diffs, atol, tokens)
+
+
+def check_rows_of(
+    module: Module, x: Any, output: Any = None, *, atol: float = 1e-5, tokens: Sequence[str] | None = None
+) -> RowCheck:
+    """``check_rows`` for one of npattn's attention classes (causal when it is, per head when it has
+    heads). ``output``: the module's output on x, or a Trace of it (default: run the module).
+    For MultiHeadAttention the rows checked are the ``merged_heads`` stage (before out_proj).
+
+    Raises:
+        ConfigError: not one of npattn's attention classes.
+    """
+    kind = kind_of(module)
+    if kind is None:
+        raise ConfigError(f"check_rows_of knows npattn's attention classes, got {type(module).__name__}")
+    if kind == "multihead" and not isinstance(output, Trace):
+        output = trace(module, x)
+    if isinstance(output, Trace):
+        output = output["merged_heads"] if kind == "multihead" else output.output
+    elif output is None:
+        output = module(x)
+    heads: Any = module.heads if isinstance(module, MultiHeadAttentionWrapper) else [module]
+    per_head = [weights_of(head) for head in heads]
+    weights = {n: np.concatenate([W[n] for W in per_head], axis=1) for n in WEIGHT_NAMES}
+    num_heads = getattr(module, "num_heads", 1)
+    return check_rows(x, weights, output, causal=kind != "self", num_heads=num_heads, atol=atol, tokens=tokens)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -647,6 +853,9 @@ _AFTER_DIVERGENCE = {
     "dropped_weights": "the dropout differs: use the same dropout mask, or eval mode, to compare",
     "context_vec": "the weights and values agree but the context vectors do not: check attn_weights @ values "
     "(not transposed, not the keys)",
+    "merged_heads": "the per-head context vectors agree but the merged ones do not: transpose(1, 2) back to "
+    "(b, n, num_heads, head_dim) before the reshape to (b, n, d_out)",
+    "out_proj": "the merged heads agree but the output does not: check out_proj (weight transposed, the bias)",
 }
 
 
@@ -675,15 +884,17 @@ class Comparison:
 
     def _hint(self, name: str) -> str:
         """What the seed says about a first divergence at ``name``, if the stages it reads agreed."""
-        # x is the same for both by construction; the weights are not stages
-        reads = [r for r in STAGE_FORMULAS.get(name, ("", ()))[1] if r != "x" and not r.startswith("W_")]
+        prefix, _, plain = name.rpartition(".")  # heads.1.attn_weights: head 1's attn_weights
+        prefix += "." if prefix else ""
+        # x is the same for both by construction; the weights (and out_proj's own Linear) are not stages
+        reads = [prefix + r for r in formula_of(plain)[1] if r not in ("x", plain) and not r.startswith("W_")]
         unchecked = [r for r in reads if not any(s.name == r and s.compared for s in self.stages)]
         if unchecked:
             return (
                 f"the stages it reads ({', '.join(unchecked)}) were not compared, so the mistake is at "
                 f"{name} or before it: record them too to narrow it down"
             )
-        return _AFTER_DIVERGENCE.get(name, "look at this stage")
+        return _AFTER_DIVERGENCE.get(plain, "look at this stage")
 
     def __str__(self) -> str:
         first = self.first_divergence
@@ -762,7 +973,8 @@ def compare(
         max_diff: float | None = None
         allowed = atol
         if a is not None and b is not None:
-            allowed = atol + rtol * (float(np.max(np.abs(a))) if a.size else 0.0)
+            finite = np.abs(a[np.isfinite(a)])  # masked -inf entries must not make every difference allowed
+            allowed = atol + rtol * (float(np.max(finite)) if finite.size else 0.0)
             if sa == sb:
                 a64, b64 = a.astype(np.float64), b.astype(np.float64)
                 with np.errstate(invalid="ignore"):  # -inf - -inf at masked entries: equal, not NaN
@@ -786,34 +998,79 @@ def _format_rows(a: np.ndarray, tokens: Sequence[str] | None) -> str:
     return "\n".join(lines)
 
 
+# --class of ``npattn trace``: (class, the seed the book builds it with).
+TRACE_CLASSES: dict[str, tuple[type[Module], int]] = {
+    "v1": (SelfAttention_v1, 123),
+    "v2": (SelfAttention_v2, 789),
+    "causal": (CausalAttention, 123),
+    "wrapper": (MultiHeadAttentionWrapper, 123),
+    "mha": (MultiHeadAttention, 123),
+}
+
+
+def build_attention(name: str, d_in: int, d_out: int, n_tokens: int, *, num_heads: int = 2, seed: int = 123) -> Module:
+    """One of the chapter-3 classes by its ``--class`` name, built like the book: dropout 0.0,
+    context_length = n_tokens, ``num_heads`` heads for the multi-head classes, ``rng=seed``.
+
+    Raises:
+        ConfigError: an unknown name, or arguments the class refuses.
+    """
+    if name not in TRACE_CLASSES:
+        raise ConfigError(f"unknown attention class {name!r}; choose from {', '.join(TRACE_CLASSES)}")
+    cls: Any = TRACE_CLASSES[name][0]  # each class takes its own constructor arguments
+    causal_args: tuple[Any, ...] = (n_tokens, 0.0) if name in ("causal", "wrapper", "mha") else ()
+    head_args = (num_heads,) if name in ("wrapper", "mha") else ()
+    return cls(d_in, d_out, *causal_args, *head_args, rng=seed)
+
+
 def run_trace(
     n_tokens: int = 6,
     d_in: int = 3,
     d_out: int = 2,
     *,
-    seed: int = 123,
+    seed: int | None = None,
     book: bool = False,
     values: bool = False,
+    attention: str | None = None,
+    num_heads: int = 2,
     out: TextIO | None = None,
 ) -> int:
-    """``npattn trace``: the prediction, the trace of SelfAttention_v1, the shape check and the
-    single-token check, printed to ``out`` (stdout). With ``book`` the book's input and seed-123
-    weights (6 tokens, d_in=3, d_out=2). Returns 0 when both checks pass, else 1.
+    """``npattn trace``: the prediction, the trace, the shape check and the single-token check,
+    printed to ``out`` (stdout). Returns 0 when both checks pass, else 1.
+
+    ``attention``: None for SelfAttention_v1 on 2-D input, or a ``TRACE_CLASSES`` name ("v1",
+    "v2", "causal", "wrapper", "mha") for that class on a batch of two sequences (dropout 0.0,
+    context_length = n_tokens, ``num_heads`` heads). With ``book`` the book's input (its batch
+    for a class) and its seeds (789 for v2, else 123): 6 tokens, d_in=3, d_out=2. ``seed``
+    (default 123) seeds the weights and the random input otherwise.
 
     Raises:
-        ConfigError: a size that is not a positive integer.
+        ConfigError: a size that is not a positive integer; an unknown class; sizes a class refuses.
     """
     out = out if out is not None else sys.stdout
     tokens: Sequence[str] | None = None
+    model: Module
+    name = attention or "v1"
     if book:
-        x, model, tokens = book_inputs(), SelfAttention_v1(3, 2, rng=123), BOOK_TOKENS
-        print('the book\'s example: "Your journey starts with one step", weights of torch.manual_seed(123)\n', file=out)
+        n_tokens, d_in, d_out, num_heads = 6, 3, 2, 2
+        seed = TRACE_CLASSES[name][1] if name in TRACE_CLASSES else 123
+        x, tokens = (book_batch() if attention else book_inputs()), BOOK_TOKENS
     else:
+        seed = 123 if seed is None else seed
         n = check_positive_int(n_tokens, "n_tokens")
-        model = SelfAttention_v1(d_in, d_out, rng=seed)
-        x = np.random.default_rng(seed).random((n, model.d_in)).astype(np.float32)
-        print(f"SelfAttention_v1({d_in}, {d_out}, rng={seed}) on {n_tokens} random tokens\n", file=out)
-    prediction = predict_shapes(x.shape[0], model.d_in, model.d_out)
+        x = np.random.default_rng(seed).random(((2,) if attention else ()) + (n, d_in)).astype(np.float32)
+    model = build_attention(name, d_in, d_out, n_tokens, num_heads=num_heads, seed=seed)
+    if attention:
+        where = "the book's input batch" if book else f"{n_tokens} random tokens"
+        print(f"{type(model).__name__}({model.extra_repr()}, rng={seed}) on {where} {_shape_str(x.shape)}", file=out)
+    if book:
+        print(
+            f'the book\'s example: "Your journey starts with one step", weights of torch.manual_seed({seed})', file=out
+        )
+    elif not attention:
+        print(f"SelfAttention_v1({d_in}, {d_out}, rng={seed}) on {n_tokens} random tokens", file=out)
+    print(file=out)
+    prediction = predict_shapes_for(model, x)
     print("1. predict the shapes before running anything", file=out)
     print(prediction, file=out)
     recorded = trace(model, x)
@@ -822,13 +1079,18 @@ def run_trace(
     shape_check = check_shapes(prediction, recorded)
     print("\n3. compare the trace with the prediction", file=out)
     print(shape_check, file=out)
-    row_check = check_rows(x, model, recorded.output, tokens=tokens)
+    row_check = check_rows_of(model, x, recorded, tokens=tokens)
     print("\n4. " + str(row_check), file=out)
-    if book:
+    if isinstance(model, MultiHeadAttention):
+        print("  (rows of merged_heads, before out_proj: every head's context vectors side by side)", file=out)
+    if book and attention is None:
         alone = ", ".join(f"{v:.4f}" for v in row_check.expected[1])
         print(f"  row 2 (journey) computed on its own: [{alone}], the book's context_vec_2 of section 3.4", file=out)
-    print("\ncontext_vec:", file=out)
-    print(_format_rows(np.asarray(recorded.output), tokens), file=out)
+    output = np.asarray(recorded.output)
+    print(
+        f"\n{prediction.output_name}" + (" (first sequence of the batch)" if output.ndim == 3 else "") + ":", file=out
+    )
+    print(_format_rows(output[0] if output.ndim == 3 else output, tokens), file=out)
     if values:
         for stage in recorded:
             print(f"\n{stage.qualname} {_shape_str(stage.shape)}:", file=out)

@@ -6,6 +6,11 @@ SelfAttention_v1 (NumPy arrays, npattn Parameters, torch Parameters or Linear la
 function ``f(x, W_query, W_key, W_value)`` of NumPy arrays. It runs on the book's input with
 the seed-123 weights of ``SelfAttention_v1(3, 2, rng=123)``; the report holds the shape
 check, the single-token row check and the diagnosis.
+
+A class is built with the book's call forms: ``NAME(d_in, d_out)``, else (a constructor that
+needs them) ``NAME(d_in, d_out, context_length=6, dropout=0.0)``, like CausalAttention. An
+attention built that way, or holding a ``mask`` (the book's causal buffer), is causal: it runs
+on the book's batch (2, 6, 3) and is checked and diagnosed as causal attention.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from npattn.attention import SelfAttention_v1
-from npattn.book import BOOK_TOKENS, book_inputs
+from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.diagnose import Diagnosis, diagnose
 from npattn.errors import ConfigError, NpattnError
 from npattn.trace import (
@@ -73,34 +78,60 @@ def _assign(owner: Any, name: str, W: np.ndarray, label: str) -> None:
         setattr(owner, name, np.array(W, dtype=np.asarray(current).dtype))
 
 
+# The book's causal attention is built with context_length and dropout too: check it with no dropout.
+BOOK_CONTEXT_LENGTH = len(BOOK_TOKENS)
+
+
 @dataclass
 class UserAttention:
-    """A user's attention, callable as ``run(x, weights) -> output`` whatever its kind."""
+    """A user's attention, callable as ``run(x, weights) -> output`` whatever its kind.
+
+    ``prepare(weights)`` builds it (a class) and loads the weights; it then knows whether the
+    attention is ``causal`` and ``built_as`` (the constructor call used, "" if none).
+    """
 
     name: str
     kind: str  # "class", "instance" or "function"
     target: Any
+    causal: bool = False
+    built_as: str = ""
 
-    def run(self, x: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Run on x with the given (d_in, d_out) weights; returns the output as an ndarray."""
+    def _construct(self, d_in: int, d_out: int) -> Any:
+        """The class built with the first of the book's call forms its constructor accepts."""
+        forms: list[tuple[Any, ...]] = [(d_in, d_out), (d_in, d_out, BOOK_CONTEXT_LENGTH, 0.0)]
+        args = next((form for form in forms if _accepts(self.target, len(form))), forms[0])
+        self.built_as = f"{self.name}({', '.join(map(str, args))})"
+        try:
+            obj = self.target(*args)
+        except Exception as exc:
+            raise ConfigError(
+                f"could not construct {self.built_as}: {exc} (npattn check builds a class as NAME(d_in, d_out) "
+                "or, like the book's CausalAttention, NAME(d_in, d_out, context_length, dropout))"
+            ) from exc
+        self.causal = len(args) == len(forms[1])
+        return obj
+
+    def prepare(self, weights: Mapping[str, np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+        """Build the attention (a class), load the (d_in, d_out) ``weights``; returns x -> output."""
         W = {n: np.asarray(weights[n]) for n in WEIGHT_NAMES}
         if self.kind == "function":
-            return to_numpy(self.target(x, W["W_query"], W["W_key"], W["W_value"]))
+            return lambda x: to_numpy(self.target(x, W["W_query"], W["W_key"], W["W_value"]))
         obj = self.target
         if self.kind == "class":
-            d_in, d_out = W["W_query"].shape
-            try:
-                obj = self.target(d_in, d_out)
-            except Exception as exc:
-                raise ConfigError(f"could not construct {self.name}({d_in}, {d_out}): {exc}") from exc
+            obj = self._construct(*W["W_query"].shape)
             _require_weights(obj, self.name)
+        self.causal = self.causal or hasattr(obj, "mask")
         for n in WEIGHT_NAMES:
             _assign(obj, n, W[n], f"{self.name}.{n}")
         if _is_torch(obj):
             import torch
 
-            return to_numpy(obj(torch.from_numpy(np.ascontiguousarray(x))))
-        return to_numpy(obj(x))
+            return lambda x: to_numpy(obj(torch.from_numpy(np.ascontiguousarray(x))))
+        return lambda x: to_numpy(obj(x))
+
+    def run(self, x: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Run on x with the given (d_in, d_out) weights; returns the output as an ndarray."""
+        return self.prepare(weights)(x)
 
 
 def _require_weights(obj: Any, name: str) -> None:
@@ -112,9 +143,10 @@ def _require_weights(obj: Any, name: str) -> None:
         )
 
 
-def _takes_four_arguments(func: Callable[..., Any]) -> bool:
+def _accepts(func: Callable[..., Any], n_args: int) -> bool:
+    """Whether ``func`` (or a class's constructor) can be called with ``n_args`` positional arguments."""
     try:
-        inspect.signature(func).bind(None, None, None, None)
+        inspect.signature(func).bind(*[None] * n_args)
     except TypeError:
         return False
     except ValueError:  # no signature available (a builtin): let the call decide
@@ -157,7 +189,7 @@ def load_attention(spec: str) -> UserAttention:
         return UserAttention(name, "class", target)
     if all(hasattr(target, n) for n in WEIGHT_NAMES) and callable(target):
         return UserAttention(name, "instance", target)
-    if callable(target) and _takes_four_arguments(target):
+    if callable(target) and _accepts(target, 4):
         return UserAttention(name, "function", target)
     what = "a function that does not take 4 arguments" if callable(target) else f"of type {type(target).__name__}"
     raise ConfigError(
@@ -178,6 +210,8 @@ class CheckReport:
     row_check: RowCheck | None
     row_check_skipped: str
     diagnosis: Diagnosis
+    causal: bool = False
+    built_as: str = ""
 
     @property
     def passed(self) -> bool:
@@ -188,13 +222,23 @@ class CheckReport:
 
     def __str__(self) -> str:
         what = {"class": "a class", "instance": "an instance", "function": "a function of (x, W_query, W_key, W_value)"}
-        lines = [
-            f"checking {self.name} ({what[self.kind]}) on the book's input (6 tokens, d_in=3) "
-            "with the seed-123 weights (d_out=2)",
-            "",
-            "output:",
-        ]
-        rows = np.atleast_2d(self.output) if self.output.ndim else np.array([[self.output]])
+        if self.causal:
+            built = f", built as {self.built_as}" if self.built_as else ""
+            lines = [
+                f"checking {self.name} ({what[self.kind]}{built}) as causal attention on the book's batch "
+                f"(2, 6, 3) with the seed-123 weights (d_out=2)",
+                "",
+                "output" + (" (first sequence of the batch):" if self.output.ndim == 3 else ":"),
+            ]
+        else:
+            lines = [
+                f"checking {self.name} ({what[self.kind]}) on the book's input (6 tokens, d_in=3) "
+                "with the seed-123 weights (d_out=2)",
+                "",
+                "output:",
+            ]
+        shown = self.output[0] if self.output.ndim == 3 else self.output
+        rows = np.atleast_2d(shown) if shown.ndim else np.array([[shown]])
         for i, row in enumerate(rows):
             token = f"{BOOK_TOKENS[i]:<8} " if i < len(BOOK_TOKENS) and rows.shape[0] == len(BOOK_TOKENS) else ""
             lines.append("  " + token + "[" + ", ".join(f"{v: .4f}" for v in np.ravel(row)) + "]")
@@ -217,10 +261,13 @@ def check_attention(
         NpattnError: whatever the user's code raised, wrapped with its name and message.
     """
     user = load_attention(attention) if isinstance(attention, str) else attention
-    x = book_inputs() if x is None else x
     W = book_weights() if weights is None else weights_of(weights)
+    run = user.prepare(W)
+    causal = user.causal
+    if x is None:
+        x = book_batch() if causal else book_inputs()  # the book runs its causal classes on the batch
     try:
-        output = np.asarray(user.run(x, W))
+        output = np.asarray(run(x))
     except NpattnError:
         raise
     except Exception as exc:
@@ -229,14 +276,18 @@ def check_attention(
         raise ConfigError(f"{user.name} raised {type(exc).__name__}: {exc}{where}") from exc
     n, d_in = x.shape[-2:]
     d_out = W["W_query"].shape[1]
-    shape_check = check_shapes(predict_shapes(n, d_in, d_out, batch=x.shape[0] if x.ndim == 3 else None), output)
+    batch = x.shape[0] if x.ndim == 3 else None
+    kind = "causal" if causal else "self"
+    shape_check = check_shapes(predict_shapes(n, d_in, d_out, batch=batch, kind=kind), output)
     row_check: RowCheck | None = None
     skipped = ""
     if output.shape == (*x.shape[:-1], d_out):
-        row_check = check_rows(x, W, output, tokens=BOOK_TOKENS if n == len(BOOK_TOKENS) else None)
+        tokens = BOOK_TOKENS if n == len(BOOK_TOKENS) else None
+        row_check = check_rows(x, W, output, causal=causal, tokens=tokens)
     else:
         skipped = f"single-token check: skipped (the output's shape {output.shape} has no row per token to compare)"
-    return CheckReport(user.name, user.kind, output, shape_check, row_check, skipped, diagnose(x, W, output))
+    diagnosis = diagnose(x, W, output, causal=causal)
+    return CheckReport(user.name, user.kind, output, shape_check, row_check, skipped, diagnosis, causal, user.built_as)
 
 
 def run_check(spec: str, *, out: TextIO | None = None) -> int:
