@@ -2,11 +2,12 @@
 
 Layers, bottom to top (no import runs upward):
     errors, _checks, random, functional   stage forward/backward pairs, validation, PyTorch's RNG
+    fused, tiled, kernels                  fast paths of stages 2-5 and the dispatcher between them
     module, attention                      Parameter/Module and the chapter-3 classes
     gradcheck, cli                         tools on top of modules
 """
 
-from npattn import functional
+from npattn import functional, fused, kernels, tiled  # fast paths of stages 2-5 (issue 6)
 from npattn.attention import SelfAttention_v1
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.errors import (
@@ -47,6 +48,9 @@ __all__ = [
     "book_batch",
     "book_inputs",
     "functional",
+    "fused",
     "gradcheck",
     "gradcheck_stage",
+    "kernels",
+    "tiled",
 ]

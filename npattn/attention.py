@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from npattn import functional as F
+from npattn import kernels
 from npattn._checks import as_input, check_grad_output, check_positive_int
 from npattn.module import Module, Parameter
 from npattn.random import RNGLike, resolve_rng, uniform_init
@@ -25,17 +26,24 @@ class SelfAttention_v1(Module):
     book's ``torch.rand(d_in, d_out)``: ``rng=123`` (or ``TorchGenerator(123)``) gives the book's
     numbers. Values are drawn in float32 and then cast to ``dtype``.
 
+    ``impl`` picks how stages 2-5 run ("auto", "reference", "fused", "tiled"; see
+    ``npattn.kernels``); every choice gives the same numbers to rounding. While ``trace`` records,
+    the reference path runs whatever ``impl`` says.
+
     forward: x (n, d_in) -> context_vec (n, d_out); a batch (b, n, d_in) -> (b, n, d_out).
     x is converted to the parameters' dtype.
 
     Raises:
-        ConfigError: d_in or d_out not a positive integer; rng of an unknown kind.
+        ConfigError: d_in or d_out not a positive integer; rng of an unknown kind; unknown impl.
         ShapeError, DTypeError: from forward, for an input of the wrong shape or kind.
         BackwardError: backward before any forward.
     """
 
-    def __init__(self, d_in: int, d_out: int, *, rng: RNGLike = None, dtype: Any = np.float32) -> None:
+    def __init__(
+        self, d_in: int, d_out: int, *, rng: RNGLike = None, dtype: Any = np.float32, impl: str = "auto"
+    ) -> None:
         super().__init__()
+        self.impl = kernels.check_impl(impl)
         self.d_in = check_positive_int(d_in, "d_in")
         self.d_out = check_positive_int(d_out, "d_out")
         generator = resolve_rng(rng)
@@ -45,7 +53,8 @@ class SelfAttention_v1(Module):
         self.W_value = Parameter(uniform_init(generator, shape, 0.0, 1.0, dtype))
 
     def extra_repr(self) -> str:
-        return f"d_in={self.d_in}, d_out={self.d_out}"
+        impl = "" if self.impl == "auto" else f", impl={self.impl!r}"
+        return f"d_in={self.d_in}, d_out={self.d_out}{impl}"
 
     def forward(self, x: Any) -> np.ndarray:
         """x (n, d_in) or (b, n, d_in) -> context_vec (n, d_out) or (b, n, d_out)."""
@@ -62,7 +71,7 @@ class SelfAttention_v1(Module):
             record("keys", keys)
             record("values", values)
         # Stages 2-5: scores, scale + softmax, weights, context.
-        context_vec, c_attention = F.attention_forward(queries, keys, values, record=record)
+        context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
         self._cache = (c_query, c_key, c_value, c_attention, context_vec.shape)
         return context_vec
 
@@ -70,7 +79,7 @@ class SelfAttention_v1(Module):
         """grad_output (like the output) -> dx (like x); accumulates into W_query/W_key/W_value.grad."""
         c_query, c_key, c_value, c_attention, out_shape = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.dtype)
-        d_queries, d_keys, d_values = F.attention_backward(d_context_vec, c_attention)
+        d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
         dx_query, dW_query = F.project_backward(d_queries, c_query)
         dx_key, dW_key = F.project_backward(d_keys, c_key)
         dx_value, dW_value = F.project_backward(d_values, c_value)
