@@ -26,6 +26,7 @@ __all__ = [
     "check_qkv",
     "flat",
     "num_workers",
+    "row_dot",
     "run_rows",
 ]
 
@@ -133,3 +134,8 @@ def augment(a: np.ndarray, column: np.ndarray | float) -> np.ndarray:
     out[..., :-1] = a
     out[..., -1] = column
     return out
+
+
+def row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(B, n, c), (B, n, c) -> (B, n): rowsum(a * b) without the (B, n, c) product."""
+    return np.einsum("bij,bij->bi", a, b)

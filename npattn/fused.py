@@ -36,7 +36,7 @@ from functools import partial
 
 import numpy as np
 
-from npattn._fastpath import T, augment, causal_fill, check_qkv, flat, run_rows
+from npattn._fastpath import T, augment, causal_fill, check_qkv, flat, row_dot, run_rows
 
 __all__ = ["fused_backward", "fused_forward", "tiny"]
 
@@ -118,7 +118,7 @@ def fused_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
     lead = d_context_vec.shape[:-2]
     B, n, m = E.shape
     G_l = flat(d_context_vec).astype(E.dtype, copy=False) * l_inv  # G / l, (B, n, kv)
-    D_l = np.einsum("bij,bij->bi", G_l, out)  # rowsum(G * context_vec) / l = rowsum(dA * A) / l
+    D_l = row_dot(G_l, out)  # rowsum(G * context_vec) / l = rowsum(dA * A) / l
     d_values = np.matmul(T(E), G_l)  # A^T G = E^T (G / l)
     dS = np.matmul(augment(G_l, -D_l), T(v_aug))  # (dA - D) / l, (B, n, m)
     _each_slab_rows(lambda b, r0, r1: _multiply_rows(dS[b], E[b], r0, r1), B, n, m)

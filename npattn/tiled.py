@@ -37,7 +37,7 @@ from functools import partial
 import numpy as np
 
 from npattn._checks import check_positive_int
-from npattn._fastpath import augment, causal_fill, check_qkv, flat, run_rows
+from npattn._fastpath import augment, causal_fill, check_qkv, flat, row_dot, run_rows
 
 __all__ = ["DEFAULT_BLOCK_K", "DEFAULT_BLOCK_Q", "tiled_backward", "tiled_forward"]
 
@@ -136,7 +136,7 @@ def tiled_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
     B, n, kv = out.shape
     m = k.shape[1]
     G = flat(d_context_vec).astype(q.dtype, copy=False)
-    D = np.einsum("bij,bij->bi", G, out)  # rowsum(G * O) = rowsum(dA * A)
+    D = row_dot(G, out)  # rowsum(G * O) = rowsum(dA * A)
     q_L = augment(q, -L)  # [q, -L] @ [k, 1]^T = q k^T - L
     k_1 = augment(k, 1.0)
     G_D = augment(G, -D)  # [G, -D] @ [v, 1]^T = G v^T - D
