@@ -1,29 +1,27 @@
 """Fused stages 2-5: the same math as ``functional.attention_forward``, with far fewer passes.
 
-On this kind of machine an n x n pass over memory costs about as much as a matrix product with
-k = 64, so the fused path does the softmax's elementwise work inside the matrix products where it
-can, and keeps one n x m buffer (E) between forward and backward:
+On this kind of machine a pass over an n x n matrix in memory costs about as much as a matrix
+product with k = 64, so the fused path keeps one n x m buffer (E) from forward to backward, does
+each direction's elementwise work in one pass over it (on cache-sized row blocks), and lets the
+matrix products do the rest (row sums and the D subtraction ride along as an extra column):
 
     forward                                          reference line it replaces
-    c     = |scale q_i| * max_j |k_j|   (>= every score of row i, Cauchy-Schwarz)
-    E     = [scale q, -c] @ [k, 1]^T    = scale q k^T - c          attn_scores * scale - rowmax
-    E     = exp(E)                      (in place; the only elementwise pass)
-    [Z, l] = E @ [v, 1]                 Z = E v, l = rowsum(E)      softmax's sum, context_vec
-    context_vec = Z / l                                              attn_weights = E / l
+    E      = (scale q) @ k^T                         attn_scores * scale
+    E      = exp(E - rowmax(E))  (one pass, in place) softmax's numerator
+    [Z, l] = E @ [v, 1]          Z = E v, l = rowsum(E)   softmax's denominator; context_vec * l
+    context_vec = Z / l                              attn_weights = E / l, context_vec = A v
 
     backward (G = d context_vec; D = rowsum(G * context_vec) = rowsum(dA * A), FlashAttention's D)
-    dV    = E^T @ (G / l)                                            d_values = A^T G
-    dS    = [G / l, -D / l] @ [v, 1]^T  = (dA - D) / l               d_attn_weights - row_dot
-    dS   *= E                           (in place; the only elementwise pass) = A * (dA - D)
-    d_queries = scale * dS @ k,  d_keys = dS^T @ (scale q)           scores_backward, scale
+    dV   = E^T @ (G / l)                             d_values = A^T G
+    dS   = [G / l, -D / l] @ [v, 1]^T  = (dA - D) / l      d_attn_weights - row_dot, over l
+    dS  *= E                     (one pass, in place) = A * (dA - D): softmax_backward
+    d_queries = scale * dS @ k,  d_keys = dS^T @ (scale q)      scores_backward and the scale
 
-The row bound c replaces the row maximum only to keep exp from overflowing; softmax is invariant to
-it. A row whose bound is so loose that its sum l falls below ``tiny`` (float32: 3e-10, i.e. the
-bound exceeds the true maximum by more than ~20) is recomputed with the exact maximum, so no row
-underflows. The one elementwise pass per direction runs on the rows split over the cores
-(``npattn._parallel``); the matrix products run in the calling thread (BLAS threads its own).
-Causal masking (``causal=True``: the book's mask, key j > query i masked) sets masked entries of E
-to -inf before the exponential, so E is exactly 0 there and so is every gradient through it.
+The weights are never normalised in the n x m buffer: dividing by l is done on the (n, kv) side
+of each product instead. The elementwise passes run on the rows split over the cores
+(``npattn._fastpath.run_rows``); the matrix products run in the calling thread (BLAS threads its
+own). Causal masking (``causal=True``: the book's mask, key j > query i masked) sets masked scores
+to -inf before the row maximum, so E is exactly 0 there and so is every gradient through it.
 Results equal ``attention_forward`` / ``attention_backward`` to rounding (1e-12 in float64).
 Dropout is not fused: ``npattn.kernels.attention`` runs the reference path when dropout is on.
 """
@@ -38,29 +36,22 @@ import numpy as np
 
 from npattn._fastpath import T, augment, causal_fill, check_qkv, flat, row_dot, run_rows
 
-__all__ = ["fused_backward", "fused_forward", "tiny"]
+__all__ = ["fused_backward", "fused_forward"]
 
 
-def tiny(dtype: np.dtype) -> float:
-    """Smallest row sum l accepted from a bounded (not exact) row maximum: finfo.tiny ** 0.25."""
-    return float(np.finfo(dtype).tiny) ** 0.25
+CACHE_ELEMENTS = 1 << 15
+"""Elements per row block of the forward pass (128 KiB in float32): max, subtract, exp in L2."""
 
 
 def _exp_rows(E: np.ndarray, r0: int, r1: int, causal: bool) -> None:
-    """Rows r0:r1 of one (n, m) slab: E <- exp(E) in place, masked entries -> 0."""
-    block = E[r0:r1]
-    if causal:
-        causal_fill(block, r0, 0, -np.inf)
-    np.exp(block, out=block)
-
-
-def _exact_rows(q: np.ndarray, k: np.ndarray, rows: np.ndarray, causal: bool) -> np.ndarray:
-    """exp(scores - rowmax) for the given rows of one slab, as in ``functional.softmax``."""
-    scores = q[rows] @ k.T
-    if causal:
-        scores[np.arange(k.shape[0])[None, :] > rows[:, None]] = -np.inf
-    scores -= scores.max(axis=1, keepdims=True)
-    return np.exp(scores, out=scores)
+    """Rows r0:r1 of one (n, m) slab of scores: E <- exp(E - rowmax(E)) in place (masked -> 0)."""
+    step = max(1, CACHE_ELEMENTS // max(1, E.shape[1]))
+    for a in range(r0, r1, step):
+        block = E[a : min(a + step, r1)]
+        if causal:
+            causal_fill(block, a, 0, -np.inf)
+        block -= block.max(axis=1, keepdims=True)
+        np.exp(block, out=block)
 
 
 def _multiply_rows(dS: np.ndarray, E: np.ndarray, r0: int, r1: int) -> None:
@@ -95,16 +86,11 @@ def fused_forward(
     q = flat(queries * queries.dtype.type(scale))
     k, v = flat(keys), flat(values)
     B = q.shape[0]
-    # c[b, i] >= every scaled score of row i (0 when there are no keys).
-    k_max = np.sqrt(np.einsum("bjc,bjc->bj", k, k).max(axis=1, initial=0.0))
-    c = np.sqrt(np.einsum("bic,bic->bi", q, q)) * k_max[:, None]
-    E = np.matmul(augment(q, -c), T(augment(k, 1.0)))  # scale q k^T - c, (B, n, m)
-    _each_slab_rows(lambda b, r0, r1: _exp_rows(E[b], r0, r1, causal), B, n, m)
+    E = np.matmul(q, T(k))  # scaled scores, (B, n, m)
+    if m > 0:
+        _each_slab_rows(lambda b, r0, r1: _exp_rows(E[b], r0, r1, causal), B, n, m)
     v_aug = augment(v, 1.0)
     Z_l = np.matmul(E, v_aug)  # [E v, rowsum(E)], (B, n, kv + 1)
-    for b, i in zip(*np.nonzero(Z_l[..., kv] < tiny(E.dtype))):  # bound too loose: exact max
-        E[b, i] = _exact_rows(q[b], k[b], np.array([i]), causal)[0]
-        Z_l[b, i] = E[b, i] @ v_aug[b]
     l_inv = np.reciprocal(Z_l[..., kv:])  # (B, n, 1)
     out = np.multiply(Z_l[..., :kv], l_inv)
     context_vec = out.reshape(*lead, n, kv)
@@ -113,7 +99,7 @@ def fused_forward(
 
 def fused_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Returns (d_queries, d_keys, d_values), shaped like the forward's inputs."""
-    # forward: E = exp(scale q k^T - c); context_vec = (E @ v) / l
+    # forward: E = exp(scale q k^T - rowmax); context_vec = (E @ v) / l
     q, k, v_aug, E, l_inv, out, scale = cache
     lead = d_context_vec.shape[:-2]
     B, n, m = E.shape

@@ -102,8 +102,7 @@ def test_larger_problem_both_paths(rng):
 
 
 def test_causal_rows_see_only_the_past(rng):
-    """Changing a later key or value does not change an earlier output row, on both fast paths
-    (beyond rounding: the fused path's row bound uses the largest key norm, future keys included)."""
+    """Changing a later key or value never changes an earlier output row, on both fast paths."""
     q, k, v = qkv(rng, (), 10, 10, 3, 2)
     k2, v2 = k.copy(), v.copy()
     k2[6:] += 5.0
@@ -111,13 +110,12 @@ def test_causal_rows_see_only_the_past(rng):
     for forward, kw in ((fused.fused_forward, {}), (tiled.tiled_forward, {"block_q": 3, "block_k": 4})):
         a, _ = forward(q, k, v, causal=True, **kw)
         b, _ = forward(q, k2, v2, causal=True, **kw)
-        np.testing.assert_allclose(a[:6], b[:6], rtol=0, atol=1e-14)
+        np.testing.assert_array_equal(a[:6], b[:6])
         assert not np.allclose(a[6:], b[6:])
 
 
-def test_fused_recomputes_rows_whose_bound_is_too_loose():
-    """A long query almost orthogonal to every key: |q||k| exceeds the scores by ~3500, so
-    exp(scores - bound) underflows to 0 and the row must be redone with the exact maximum."""
+def test_large_scores_neither_overflow_nor_underflow():
+    """Scores in the thousands (a long query almost orthogonal to every key)."""
     q = np.array([[1000.0, 0.0], [1.0, 1.0], [0.0, 1000.0]])
     k = np.array([[0.0, 1.0], [0.001, 5.0], [2.0, 0.0]])
     v = np.random.default_rng(0).standard_normal((3, 2))
