@@ -6,6 +6,7 @@ that a slow spell of a shared machine hits every case alike; it reports medians 
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import glob
 import json
@@ -28,15 +29,32 @@ import npattn  # noqa: E402
 from npattn._fastpath import num_workers  # noqa: E402
 
 
+def parser(doc: str | None) -> argparse.ArgumentParser:
+    """The options every script has: --json PATH and --no-torch."""
+    p = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    p.add_argument("--json", metavar="PATH", help="also write every number to PATH")
+    p.add_argument("--no-torch", action="store_true", help="skip PyTorch even when installed")
+    return p
+
+
+def start(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """Import torch (unless --no-torch), print the environment; returns (torch or None, environment)."""
+    torch = import_torch(not args.no_torch)
+    env = environment(torch)
+    print_environment(env)
+    return torch, env
+
+
 def import_torch(enabled: bool = True) -> Any:
-    """torch, with as many intra-op threads as this process has cores; None when not installed."""
+    """torch with as many intra-op threads as NumPy's BLAS uses (OPENBLAS_NUM_THREADS, else one
+    per core); None when not installed."""
     if not enabled:
         return None
     try:
         import torch
     except ImportError:
         return None
-    torch.set_num_threads(num_workers())
+    torch.set_num_threads(blas_info().get("threads") or num_workers())
     return torch
 
 

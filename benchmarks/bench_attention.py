@@ -21,11 +21,11 @@ interleaved repetitions.
 
 from __future__ import annotations
 
-import argparse
 import math
 from typing import Any
 
-from _common import environment, import_torch, interleaved, np, print_environment, ratio, table, write_json
+from _common import interleaved, np, ratio, start, table, write_json
+from _common import parser as common_parser
 
 import npattn
 from npattn import _fastpath, kernels
@@ -156,20 +156,16 @@ COLUMNS = [
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common_parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="three small shapes, float32, 3 repetitions")
-    parser.add_argument("--json", metavar="PATH", help="also write all numbers to PATH")
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 7; quick 3)")
     parser.add_argument("--dtype", choices=["float32", "float64", "both"], default=None)
-    parser.add_argument("--no-torch", action="store_true", help="skip PyTorch even when installed")
     args = parser.parse_args()
     shapes = QUICK if args.quick else GRID
     dtype_arg = args.dtype or ("float32" if args.quick else "both")
     dtypes = [np.float32, np.float64] if dtype_arg == "both" else [np.dtype(dtype_arg).type]
     repeats = args.repeats or (3 if args.quick else 7)
-    torch = import_torch(not args.no_torch)
-    env = environment(torch)
-    print_environment(env)
+    torch, env = start(args)
     print("# medians of interleaved repetitions; each sample >= 20 ms of calls; the machine is shared")
     print(table([], COLUMNS))
     rows = run(shapes, dtypes, repeats, 0.02, torch)

@@ -27,7 +27,8 @@ import sys
 import time
 from typing import Any
 
-from _common import environment, import_torch, np, print_environment, ratio, table, write_json
+from _common import import_torch, np, ratio, start, table, write_json
+from _common import parser as common_parser
 
 from npattn import kernels
 
@@ -87,22 +88,18 @@ def spawn(spec: dict[str, Any], timeout: float) -> dict[str, Any] | None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common_parser(__doc__)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help="n = 1024, 2048, 4096 only")
     parser.add_argument("--max-n", type=int, default=65536)
     parser.add_argument("--max-quadratic", type=int, default=16384, help="largest n for fused and torch")
     parser.add_argument("--repeats", type=int, default=3, help="repetitions per case up to n = 16384")
     parser.add_argument("--d", type=int, default=64)
-    parser.add_argument("--no-torch", action="store_true")
-    parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return
-    torch = import_torch(not args.no_torch)
-    env = environment(torch)
-    print_environment(env)
+    torch, env = start(args)
     max_n = 4096 if args.quick else args.max_n
     sizes = [n for n in (1024, 2048, 4096, 8192, 16384, 32768, 65536) if n <= max_n]
     impls = [("fused", False), ("fused", True), ("tiled", False), ("tiled", True)]

@@ -15,10 +15,10 @@ which is faster at this size on a busy machine.
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
-from _common import environment, import_torch, interleaved, np, print_environment, ratio, table, write_json
+from _common import interleaved, np, ratio, start, table, write_json
+from _common import parser as common_parser
 
 import npattn
 
@@ -73,14 +73,10 @@ def one_thread(torch: Any, step: Any) -> Any:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = common_parser(__doc__)
     parser.add_argument("--repeats", type=int, default=15)
-    parser.add_argument("--no-torch", action="store_true")
-    parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
-    torch = import_torch(not args.no_torch)
-    env = environment(torch)
-    print_environment(env)
+    torch, env = start(args)
     print("# microseconds per step, medians of interleaved samples of >= 50 ms each; the machine is shared")
     rows = []
     for name, x in (("(6, 3) -> (6, 2)", npattn.book_inputs()), ("(2, 6, 3) -> (2, 6, 2)", npattn.book_batch())):

@@ -7,8 +7,8 @@ Every attention class calls these two instead of ``functional.attention_forward`
 ``attention_backward`` and passes its ``impl`` through. The implementations:
 
 - ``"reference"``: ``functional.attention_forward``, the book's stages one by one (what ``trace``
-  records). Always used while a recorder is installed, and whenever dropout is on (the fast paths
-  do not fuse dropout), whatever ``impl`` says.
+  records). Always used while a recorder is installed, whenever dropout is on (the fast paths do
+  not fuse dropout) and for an explicit ``mask`` array, whatever ``impl`` says.
 - ``"fused"``: ``npattn.fused``: the same math in a few large BLAS calls and one elementwise pass
   each way; keeps one (..., n, m) buffer.
 - ``"tiled"``: ``npattn.tiled``: FlashAttention's blocks; O(n) memory, a little slower.
@@ -27,6 +27,7 @@ Inputs are (..., n, k), (..., m, k), (..., m, kv): one head (n, k), a batch (b, 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -62,19 +63,19 @@ def choose_impl(
     dropout: bool = False,
     record: Recorder | None = None,
 ) -> str:
-    """The implementation ``attention`` will run: "reference", "fused" or "tiled" (rules above)."""
+    """The implementation ``attention`` will run: "reference", "fused" or "tiled" (rules above).
+
+    ``dropout=True`` stands for anything only the reference path does (dropout, an explicit mask).
+    """
     check_impl(impl)
     if record is not None or dropout:
         return "reference"
     if impl != "auto":
         return impl
-    if not queries.shape[:-2] == keys.shape[:-2] == values.shape[:-2]:
-        return "reference"
     n, m = queries.shape[-2], keys.shape[-2]
-    if n * m <= AUTO_SMALL:
+    if n * m <= AUTO_SMALL or not queries.shape[:-2] == keys.shape[:-2] == values.shape[:-2]:
         return "reference"
-    slabs = int(np.prod(queries.shape[:-2], dtype=np.int64))
-    if slabs * n * m * np.result_type(queries, keys).itemsize > AUTO_TILED_BYTES:
+    if math.prod(queries.shape[:-2]) * n * m * queries.dtype.itemsize > AUTO_TILED_BYTES:
         return "tiled"
     return "fused"
 
@@ -86,6 +87,7 @@ def attention(
     *,
     causal: bool = False,
     impl: str = "auto",
+    mask: np.ndarray | None = None,
     dropout_keep: np.ndarray | None = None,
     dropout_p: float = 0.0,
     record: Recorder | None = None,
@@ -94,22 +96,28 @@ def attention(
 ) -> tuple[np.ndarray, tuple]:
     """Stages 2 to 5: (..., n, k), (..., m, k), (..., m, kv) -> (context_vec (..., n, kv), cache).
 
-    ``dropout_keep``/``dropout_p`` as in ``functional.attention_forward`` (forces the reference
-    path); ``block_q``/``block_k`` are the tiled path's block sizes (None: its defaults).
+    ``mask`` (an explicit (n, m) bool mask, True = masked), ``dropout_keep`` and ``dropout_p`` are
+    ``functional.attention_forward``'s and force the reference path (for the book's causal mask,
+    pass ``causal=True`` instead: every path has it); ``block_q``/``block_k`` are the tiled
+    path's block sizes (None: its defaults).
 
     Raises:
         ConfigError: unknown ``impl`` or a bad block size.
         ShapeError, DTypeError: inputs the chosen path cannot take (the fast paths need equal
             leading axes and one float dtype; the reference path broadcasts).
     """
-    chosen = choose_impl(impl, queries, keys, values, dropout=dropout_keep is not None, record=record)
+    if mask is not None and causal:
+        raise ConfigError("attention: pass either causal=True or a mask, not both")
+    fallback = dropout_keep is not None or mask is not None
+    chosen = choose_impl(impl, queries, keys, values, dropout=fallback, record=record)
     if chosen == "fused":
         out, cache = fused_forward(queries, keys, values, causal=causal)
     elif chosen == "tiled":
         blocks = {name: size for name, size in (("block_q", block_q), ("block_k", block_k)) if size is not None}
         out, cache = tiled_forward(queries, keys, values, causal=causal, **blocks)
     else:
-        mask = F.causal_mask(queries.shape[-2], keys.shape[-2]) if causal else None
+        if causal:
+            mask = F.causal_mask(queries.shape[-2], keys.shape[-2])
         out, cache = F.attention_forward(
             queries, keys, values, mask=mask, dropout_keep=dropout_keep, dropout_p=dropout_p, record=record
         )

@@ -249,6 +249,19 @@ def test_dispatcher_errors(rng):
         npattn.SelfAttention_v1(3, 2, impl="fast")
 
 
+def test_explicit_mask_falls_back_to_the_reference(rng):
+    q, k, v = qkv(rng, (2,), 6, 6, 3, 3)
+    mask = rng.random((6, 6)) < 0.3
+    mask[:, 0] = False
+    out, cache = kernels.attention(q, k, v, impl="fused", mask=mask)
+    assert cache[0] == "reference"
+    np.testing.assert_array_equal(out, F.attention_forward(q, k, v, mask=mask)[0])
+    causal, _ = kernels.attention(q, k, v, impl="fused", mask=F.causal_mask(6))
+    np.testing.assert_allclose(causal, kernels.attention(q, k, v, impl="fused", causal=True)[0], atol=1e-12)
+    with pytest.raises(npattn.ConfigError, match="not both"):
+        kernels.attention(q, k, v, causal=True, mask=mask)
+
+
 def test_dropout_falls_back_to_the_reference(rng):
     q, k, v = qkv(rng, (2,), 6, 6, 3, 3)
     keep = rng.random((2, 6, 6)) >= 0.5
