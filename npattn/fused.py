@@ -48,7 +48,10 @@ def _exp_rows(E: np.ndarray, r0: int, r1: int, causal: bool) -> None:
     step = max(1, CACHE_ELEMENTS // max(1, E.shape[1]))
     for a in range(r0, r1, step):
         block = E[a : min(a + step, r1)]
-        if causal:
+        if causal:  # keys from a + rows on follow every query of the block: weight 0
+            stop = a + block.shape[0]
+            block[:, stop:] = 0.0
+            block = block[:, :stop]
             causal_fill(block, a, 0, -np.inf)
         block -= block.max(axis=1, keepdims=True)
         np.exp(block, out=block)

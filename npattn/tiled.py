@@ -24,7 +24,8 @@ Row sums come out of the matrix products ([V_j, 1] gives P~ V_j and rowsum(P~) i
 subtracting L_i and D_i is folded into them too ([q_i, -L_i] @ [K_j, 1]^T), so the elementwise work
 per block is: max, subtract, exp (forward); exp, multiply (backward); on the rows split over the
 cores. ``causal=True`` (the book's mask: key j > query i masked) skips every block that lies wholly
-above the diagonal and masks only the blocks the diagonal crosses. Any n and m: the last block of
+above the diagonal, and in a block the diagonal crosses, the query rows that precede every key of
+the block; it masks only what is left of the diagonal's band. Any n and m: the last block of
 each axis is simply shorter. Memory: O((n + m) k) plus one (bq, bk) block of scores per step.
 Dropout is not tiled: ``npattn.kernels.attention`` runs the reference path when dropout is on.
 """
@@ -53,6 +54,11 @@ def _blocks(size: int, block: int) -> list[tuple[int, int]]:
 def _visible(a: int, b: int, k0: int, causal: bool) -> bool:
     """Whether key block [k0, ...) has any key that query rows [a, b) may see (key <= query)."""
     return not causal or k0 <= b - 1
+
+
+def _first_row(a: int, k0: int, causal: bool) -> int:
+    """First query row (from a on) that may see a key of the block starting at k0."""
+    return max(a, k0) if causal else a
 
 
 def _crosses(a: int, k0: int, k1: int, causal: bool) -> bool:
@@ -115,12 +121,13 @@ def tiled_forward(
             for k0, k1 in _blocks(m, block_k):
                 if not _visible(a, e, k0, causal):
                     break
-                S = q[b, a:e] @ k[b, k0:k1].T
-                if _crosses(a, k0, k1, causal):
-                    causal_fill(S, a, k0, -np.inf)
-                run_rows(partial(_online_softmax_rows, S, mx, alpha), e - a, k1 - k0)
-                acc *= alpha[:, None]
-                acc += S @ v_aug[b, k0:k1]
+                r = _first_row(a, k0, causal)  # rows a .. r - 1 see no key of this block
+                S = q[b, r:e] @ k[b, k0:k1].T
+                if _crosses(r, k0, k1, causal):
+                    causal_fill(S, r, k0, -np.inf)
+                run_rows(partial(_online_softmax_rows, S, mx[r - a :], alpha[r - a :]), e - r, k1 - k0)
+                acc[r - a :] *= alpha[r - a :, None]
+                acc[r - a :] += S @ v_aug[b, k0:k1]
             l = acc[:, kv]
             np.divide(acc[:, :kv], l[:, None], out=out[b, a:e])
             L[b, a:e] = mx + np.log(l)
@@ -148,15 +155,16 @@ def tiled_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
             for k0, k1 in _blocks(m, block_k):
                 if not _visible(a, e, k0, causal):
                     break
-                P = q_L[b, a:e] @ k_1[b, k0:k1].T  # scores - L
-                if _crosses(a, k0, k1, causal):
-                    causal_fill(P, a, k0, -np.inf)
-                run_rows(partial(_exp_rows, P), e - a, k1 - k0)
-                d_values[b, k0:k1] += P.T @ G[b, a:e]
-                dS = G_D[b, a:e] @ v_aug[b, k0:k1].T  # dA - D
-                run_rows(partial(_multiply_rows, dS, P), e - a, k1 - k0)
-                d_queries[b, a:e] += dS @ k[b, k0:k1]
-                d_keys[b, k0:k1] += dS.T @ q[b, a:e]
+                r = _first_row(a, k0, causal)
+                P = q_L[b, r:e] @ k_1[b, k0:k1].T  # scores - L
+                if _crosses(r, k0, k1, causal):
+                    causal_fill(P, r, k0, -np.inf)
+                run_rows(partial(_exp_rows, P), e - r, k1 - k0)
+                d_values[b, k0:k1] += P.T @ G[b, r:e]
+                dS = G_D[b, r:e] @ v_aug[b, k0:k1].T  # dA - D
+                run_rows(partial(_multiply_rows, dS, P), e - r, k1 - k0)
+                d_queries[b, r:e] += dS @ k[b, k0:k1]
+                d_keys[b, k0:k1] += dS.T @ q[b, r:e]
     d_queries *= d_queries.dtype.type(scale)
     return (
         d_queries.reshape(*lead, n, -1),
