@@ -27,6 +27,8 @@ cores. ``causal=True`` (the book's mask: key j > query i masked) skips every blo
 above the diagonal, and in a block the diagonal crosses, the query rows that precede every key of
 the block; it masks only what is left of the diagonal's band. Any n and m: the last block of
 each axis is simply shorter. Memory: O((n + m) k) plus one (bq, bk) block of scores per step.
+As in ``npattn.fused``, weights too small to be normal floating-point numbers are set to exactly 0
+(``_fastpath.flush_below``).
 Dropout is not tiled: ``npattn.kernels.attention`` runs the reference path when dropout is on.
 """
 
@@ -38,7 +40,7 @@ from functools import partial
 import numpy as np
 
 from npattn._checks import check_positive_int
-from npattn._fastpath import augment, causal_fill, check_qkv, flat, row_dot, run_rows
+from npattn._fastpath import augment, causal_fill, check_qkv, flat, flush_below, row_dot, run_rows
 
 __all__ = ["DEFAULT_BLOCK_K", "DEFAULT_BLOCK_Q", "tiled_backward", "tiled_forward"]
 
@@ -72,12 +74,16 @@ def _online_softmax_rows(S: np.ndarray, mx: np.ndarray, alpha: np.ndarray, r0: i
     m_old = mx[r0:r1].copy()
     np.maximum(m_old, block.max(axis=1), out=mx[r0:r1])
     block -= mx[r0:r1, None]
+    np.putmask(block, block < flush_below(block.dtype), -np.inf)  # no subnormal weights
     np.exp(block, out=block)
     np.exp(m_old - mx[r0:r1], out=alpha[r0:r1])
 
 
 def _exp_rows(S: np.ndarray, r0: int, r1: int) -> None:
-    np.exp(S[r0:r1], out=S[r0:r1])
+    """Rows r0:r1: S <- exp(S) in place, weights under exp(flush_below) -> 0 (as in the forward)."""
+    block = S[r0:r1]
+    np.putmask(block, block < flush_below(block.dtype), -np.inf)
+    np.exp(block, out=block)
 
 
 def _multiply_rows(dS: np.ndarray, P: np.ndarray, r0: int, r1: int) -> None:

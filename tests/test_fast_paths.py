@@ -129,6 +129,26 @@ def test_large_scores_neither_overflow_nor_underflow():
             np.testing.assert_allclose(g, r, rtol=1e-12, atol=1e-12 * np.max(np.abs(r)))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_saturated_softmax_has_no_subnormal_weights(rng, dtype):
+    """Scores spread over thousands (nearly one-hot rows): weights that would be subnormal are 0,
+    and the results still equal the reference's."""
+    q, k, v = (a.astype(dtype) for a in qkv(rng, (), 64, 64, 8, 4, spread=30.0))
+    G = rng.standard_normal((64, 4)).astype(dtype)
+    out_ref, grads_ref = reference(q, k, v, G, False)
+    tiny = np.finfo(dtype).tiny
+    assert np.any((out_ref != 0) & (np.abs(out_ref) < 1)), "the test needs saturated rows"
+    _, cache = fused.fused_forward(q, k, v)
+    E = cache[3]
+    assert not np.any((E > 0) & (E < tiny)) and np.mean(E == 0) > 0.5
+    tol = 1e-12 if dtype == np.float64 else 1e-4
+    for forward, backward in ((fused.fused_forward, fused.fused_backward), (tiled.tiled_forward, tiled.tiled_backward)):
+        out, cache = forward(q, k, v, causal=False)
+        np.testing.assert_allclose(out, out_ref, rtol=0, atol=tol * np.max(np.abs(out_ref)))
+        for g, r in zip(backward(G, cache), grads_ref):
+            np.testing.assert_allclose(g, r, rtol=0, atol=tol * max(1.0, float(np.max(np.abs(r)))))
+
+
 # ------------------------------------------------------------------ gradient checks
 
 
