@@ -143,13 +143,14 @@ def row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def flush_below(dtype: np.dtype) -> float:
-    """Exponents below this give weights that are set to exactly 0 instead of exp(x).
+    """The fast paths compute exp(max(x, flush_below)) for the unnormalised weights.
 
-    log(finfo.tiny) + nmant * log(2): float32 -71.4 (weights under 1e-31), float64 -672.4 (under
-    1e-292). exp of anything lower, and its products with ordinary gradients, would be subnormal
+    log(finfo.tiny) + nmant * log(2): float32 -71.4 (weights floored at 9e-32), float64 -672.4
+    (1e-292). exp of anything lower, and its products with ordinary gradients, would be subnormal
     numbers, on which x86 CPUs run BLAS and ufuncs many times slower (a saturated softmax, e.g.
-    SelfAttention_v1's U[0, 1) weights at d_in = 768, made the fused path 2.5x slower). The weights
-    dropped are below 2^-nmant of the smallest normal number: far below rounding of any output.
+    SelfAttention_v1's U[0, 1) weights at d_in = 768, made the fused path 2.5x slower). A weight
+    raised to the floor changes a row's sum by at most m * 9e-32 of its largest weight (float32):
+    far below rounding. Masked weights stay exactly 0.
     """
     info = np.finfo(dtype)
     return float(np.log(info.tiny) + info.nmant * np.log(2.0))

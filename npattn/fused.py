@@ -22,7 +22,7 @@ of each product instead. The elementwise passes run on the rows split over the c
 (``npattn._fastpath.run_rows``); the matrix products run in the calling thread (BLAS threads its
 own). Causal masking (``causal=True``: the book's mask, key j > query i masked) sets masked scores
 to -inf before the row maximum, so E is exactly 0 there and so is every gradient through it.
-Weights under 2^-nmant of the smallest normal number are set to exactly 0 rather than left
+Weights under exp(flush_below) (float32 1e-31, float64 1e-292) are raised to it rather than left
 subnormal (``npattn._fastpath.flush_below``: subnormal arithmetic is many times slower on x86).
 Results equal ``attention_forward`` / ``attention_backward`` to rounding (1e-12 in float64).
 Dropout is not fused: ``npattn.kernels.attention`` runs the reference path when dropout is on.
@@ -46,8 +46,8 @@ CACHE_ELEMENTS = 1 << 15
 
 
 def _exp_rows(E: np.ndarray, r0: int, r1: int, causal: bool) -> None:
-    """Rows r0:r1 of one (n, m) slab of scores: E <- exp(E - rowmax(E)) in place (masked -> 0;
-    weights under exp(flush_below) -> 0, see ``npattn._fastpath.flush_below``)."""
+    """Rows r0:r1 of one (n, m) slab of scores: E <- exp(max(E - rowmax(E), flush_below)) in
+    place; masked entries -> exactly 0 (see ``npattn._fastpath.flush_below``)."""
     step = max(1, CACHE_ELEMENTS // max(1, E.shape[1]))
     cut = flush_below(E.dtype)
     for a in range(r0, r1, step):
@@ -58,8 +58,10 @@ def _exp_rows(E: np.ndarray, r0: int, r1: int, causal: bool) -> None:
             block = block[:, :stop]
             causal_fill(block, a, 0, -np.inf)
         block -= block.max(axis=1, keepdims=True)
-        np.putmask(block, block < cut, -np.inf)
+        np.maximum(block, cut, out=block)  # no subnormal weights
         np.exp(block, out=block)
+        if causal:
+            causal_fill(block, a, 0, 0.0)
 
 
 def _multiply_rows(dS: np.ndarray, E: np.ndarray, r0: int, r1: int) -> None:

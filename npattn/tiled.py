@@ -27,8 +27,8 @@ cores. ``causal=True`` (the book's mask: key j > query i masked) skips every blo
 above the diagonal, and in a block the diagonal crosses, the query rows that precede every key of
 the block; it masks only what is left of the diagonal's band. Any n and m: the last block of
 each axis is simply shorter. Memory: O((n + m) k) plus one (bq, bk) block of scores per step.
-As in ``npattn.fused``, weights too small to be normal floating-point numbers are set to exactly 0
-(``_fastpath.flush_below``).
+As in ``npattn.fused``, weights are kept at or above exp(flush_below) (float32 1e-31) so that none
+is subnormal (``_fastpath.flush_below``); masked weights are exactly 0.
 Dropout is not tiled: ``npattn.kernels.attention`` runs the reference path when dropout is on.
 """
 
@@ -74,15 +74,15 @@ def _online_softmax_rows(S: np.ndarray, mx: np.ndarray, alpha: np.ndarray, r0: i
     m_old = mx[r0:r1].copy()
     np.maximum(m_old, block.max(axis=1), out=mx[r0:r1])
     block -= mx[r0:r1, None]
-    np.putmask(block, block < flush_below(block.dtype), -np.inf)  # no subnormal weights
+    np.maximum(block, flush_below(block.dtype), out=block)  # no subnormal weights
     np.exp(block, out=block)
     np.exp(m_old - mx[r0:r1], out=alpha[r0:r1])
 
 
 def _exp_rows(S: np.ndarray, r0: int, r1: int) -> None:
-    """Rows r0:r1: S <- exp(S) in place, weights under exp(flush_below) -> 0 (as in the forward)."""
+    """Rows r0:r1: S <- exp(max(S, flush_below)) in place (as in the forward)."""
     block = S[r0:r1]
-    np.putmask(block, block < flush_below(block.dtype), -np.inf)
+    np.maximum(block, flush_below(block.dtype), out=block)
     np.exp(block, out=block)
 
 
@@ -132,6 +132,8 @@ def tiled_forward(
                 if _crosses(r, k0, k1, causal):
                     causal_fill(S, r, k0, -np.inf)
                 run_rows(partial(_online_softmax_rows, S, mx[r - a :], alpha[r - a :]), e - r, k1 - k0)
+                if _crosses(r, k0, k1, causal):
+                    causal_fill(S, r, k0, 0.0)  # masked weights exactly 0
                 acc[r - a :] *= alpha[r - a :, None]
                 acc[r - a :] += S @ v_aug[b, k0:k1]
             l = acc[:, kv]
@@ -163,9 +165,9 @@ def tiled_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
                     break
                 r = _first_row(a, k0, causal)
                 P = q_L[b, r:e] @ k_1[b, k0:k1].T  # scores - L
-                if _crosses(r, k0, k1, causal):
-                    causal_fill(P, r, k0, -np.inf)
                 run_rows(partial(_exp_rows, P), e - r, k1 - k0)
+                if _crosses(r, k0, k1, causal):
+                    causal_fill(P, r, k0, 0.0)  # masked weights exactly 0
                 d_values[b, k0:k1] += P.T @ G[b, r:e]
                 dS = G_D[b, r:e] @ v_aug[b, k0:k1].T  # dA - D
                 run_rows(partial(_multiply_rows, dS, P), e - r, k1 - k0)
