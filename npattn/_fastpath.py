@@ -62,7 +62,8 @@ def run_rows(fn: Callable[[int, int], None], n_rows: int, row_elements: int) -> 
     if workers == 1 or n_rows < 2 or n_rows * row_elements < MIN_PARALLEL_ELEMENTS:
         fn(0, n_rows)
         return
-    bounds = [int(r) for r in np.linspace(0, n_rows, min(workers, n_rows) + 1)]
+    parts = min(workers, n_rows)
+    bounds = [n_rows * i // parts for i in range(parts + 1)]
     first, *rest = pairwise(bounds)
     futures = [_get_pool().submit(fn, a, b) for a, b in rest]
     fn(*first)
@@ -78,7 +79,11 @@ def causal_fill(block: np.ndarray, row0: int, col0: int, value: float) -> None:
 
     ``block`` is a (rows, cols) window of a score matrix whose first element is (row0, col0).
     """
+    # Only rows i < col0 + cols - 1 - row0 have a masked key in the block.
+    block = block[: max(0, col0 + block.shape[1] - 1 - row0)]
     rows, cols = block.shape
+    if rows == 0:
+        return
     # Keys from row0 + rows on are after every query of the block.
     first_full = max(0, row0 + rows - col0)
     if first_full < cols:
