@@ -16,10 +16,14 @@ Every attention class calls these two instead of ``functional.attention_forward`
   Python overhead, not arithmetic, is the cost and the reference makes the fewest calls) or the
   leading axes of queries, keys and values differ (broadcasting is the reference's); ``"tiled"``
   when the fused path's n x m buffer (all slabs) would exceed AUTO_TILED_BYTES; else ``"fused"``.
-  The thresholds come from ``benchmarks/bench_attention.py`` and ``benchmarks/bench_memory.py``
-  on a 2-core machine (see the README): the fused path is the fastest wherever its buffers fit;
-  below n * m = 256 the reference is faster; above 256 MiB per buffer the fused path's two n x m
-  buffers (512 MiB and more) cost more in page faults and memory traffic than tiling.
+  How they were measured (2-core machine, float32, d = 64; the README has the tables):
+  ``benchmarks/bench_crossover.py`` times stages 2-5 forward + backward on every path for n = 8
+  to 1024: the reference path is faster up to n = 192 (its few calls beat the fused path's fixed
+  cost of ~30 us), the fused path from n = 256 on. ``benchmarks/bench_memory.py`` shows the fused
+  path faster than the tiled one at every n where both run (tiled/fused 1.1-1.4 up to n = 16384),
+  so the switch to tiled is a memory rule, not a speed rule: above AUTO_TILED_BYTES per n x m
+  buffer (n > 8192 for one float32 head) the fused path would hold two such buffers (>= 1 GiB),
+  while the tiled path needs O(n) memory for at most ~1.2x the time.
 
 Inputs are (..., n, k), (..., m, k), (..., m, kv): one head (n, k), a batch (b, n, k) or heads
 (b, h, n, k). ``causal=True`` applies the book's mask (key j > query i masked).
@@ -41,8 +45,8 @@ from npattn.tiled import tiled_backward, tiled_forward
 __all__ = ["AUTO_SMALL", "AUTO_TILED_BYTES", "IMPLS", "attention", "attention_backward", "check_impl", "choose_impl"]
 
 IMPLS = ("auto", "reference", "fused", "tiled")
-AUTO_SMALL = 256
-"""``impl="auto"`` runs the reference path when n * m is at most this."""
+AUTO_SMALL = 192 * 192
+"""``impl="auto"`` runs the reference path when n * m is at most this (measured crossover, d = 64)."""
 AUTO_TILED_BYTES = 256 * 2**20
 """``impl="auto"`` runs the tiled path when one (..., n, m) buffer would take more bytes than this."""
 

@@ -234,7 +234,7 @@ def test_planted_bug_rejected(rng, monkeypatch, bug):
 
 def test_choose_impl_rules(monkeypatch):
     small = np.zeros((6, 2))
-    mid = np.zeros((64, 8))
+    mid = np.zeros((256, 8))
     assert kernels.choose_impl("auto", small, small, small) == "reference"
     assert kernels.choose_impl("auto", mid, mid, mid) == "fused"
     assert kernels.choose_impl("auto", mid[None], mid, mid) == "reference"  # broadcasting
@@ -242,7 +242,8 @@ def test_choose_impl_rules(monkeypatch):
         assert kernels.choose_impl(impl, small, small, small) == impl
         assert kernels.choose_impl(impl, mid, mid, mid, dropout=True) == "reference"
         assert kernels.choose_impl(impl, mid, mid, mid, record=lambda name, a: None) == "reference"
-    monkeypatch.setattr(kernels, "AUTO_TILED_BYTES", 64 * 64 * 8 - 1)
+    assert kernels.choose_impl("auto", mid[:192], mid[:192], mid[:192]) == "reference"
+    monkeypatch.setattr(kernels, "AUTO_TILED_BYTES", 256 * 256 * 8 - 1)
     assert kernels.choose_impl("auto", mid, mid, mid) == "tiled"
     assert (
         kernels.choose_impl("auto", mid.astype(np.float32), mid.astype(np.float32), mid.astype(np.float32)) == "fused"
