@@ -43,12 +43,14 @@ __all__ = ["fused_backward", "fused_forward"]
 
 CACHE_ELEMENTS = 1 << 15
 """Elements per row block of the forward pass (128 KiB in float32): max, subtract, exp in L2."""
+MIN_BLOCK_ROWS = 16
+"""At least this many rows per block, so that long rows do not cost one Python step per row."""
 
 
 def _exp_rows(E: np.ndarray, r0: int, r1: int, causal: bool) -> None:
     """Rows r0:r1 of one (n, m) slab of scores: E <- exp(max(E - rowmax(E), flush_below)) in
     place; masked entries -> exactly 0 (see ``npattn._fastpath.flush_below``)."""
-    step = max(1, CACHE_ELEMENTS // max(1, E.shape[1]))
+    step = max(MIN_BLOCK_ROWS, CACHE_ELEMENTS // max(1, E.shape[1]))
     cut = flush_below(E.dtype)
     for a in range(r0, r1, step):
         block = E[a : min(a + step, r1)]
