@@ -103,7 +103,7 @@ def check_qkv(queries: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None
     """The fast paths need (..., n, k), (..., m, k), (..., m, kv) with equal leading axes and one float dtype.
 
     Raises:
-        ShapeError: ranks, leading axes, the key dimension or m disagree.
+        ShapeError: ranks, leading axes, the key dimension or m disagree; m = 0.
         DTypeError: not a floating dtype, or dtypes differ.
     """
     arrays = {"queries": queries, "keys": keys, "values": values}
@@ -121,6 +121,8 @@ def check_qkv(queries: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None
         )
     if queries.shape[-1] != keys.shape[-1]:
         raise ShapeError(f"queries {queries.shape} and keys {keys.shape}: last dimensions differ")
+    if keys.shape[-2] == 0:
+        raise ShapeError(f"keys {keys.shape}: no keys to attend to (the reference path returns zeros)")
     if keys.shape[-2] != values.shape[-2]:
         raise ShapeError(f"keys {keys.shape} and values {values.shape}: numbers of rows differ")
 

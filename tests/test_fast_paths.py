@@ -262,6 +262,8 @@ def test_dispatcher_errors(rng):
         kernels.attention(q, k[..., :2], v, impl="tiled")
     with pytest.raises(npattn.ShapeError, match="rows"):
         kernels.attention(q, k, v[:, :4], impl="fused")
+    with pytest.raises(npattn.ShapeError, match="no keys"):
+        kernels.attention(q, k[:, :0], v[:, :0], impl="tiled")
     with pytest.raises(npattn.DTypeError, match="dtypes differ"):
         kernels.attention(q, k.astype(np.float32), v, impl="fused")
     with pytest.raises(npattn.DTypeError, match="floating"):
