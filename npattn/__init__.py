@@ -2,6 +2,7 @@
 
 Layers, bottom to top (no import runs upward):
     errors, _checks, random, functional    stage forward/backward pairs, validation, PyTorch's RNG
+    fused, tiled, kernels                  fast paths of stages 2-5 and the dispatcher between them
     module, layers, attention              Parameter/Module, Linear/Dropout, the chapter-3 classes
     losses, optim, checkpoint, tasks       training pieces: PyTorch-named losses and optimizers, safe files
     gradcheck, train, demo                 tools on top of modules
@@ -9,7 +10,7 @@ Layers, bottom to top (no import runs upward):
     cli                                    the `npattn` command
 """
 
-from npattn import functional, losses, optim, tasks
+from npattn import functional, fused, kernels, losses, optim, tasks, tiled
 from npattn.attention import (
     CausalAttention,
     MultiHeadAttention,
@@ -107,9 +108,11 @@ __all__ = [
     "fit",
     "fit_lbfgs",
     "functional",
+    "fused",
     "gradcheck",
     "gradcheck_pipeline",
     "gradcheck_stage",
+    "kernels",
     "load",
     "load_metadata",
     "losses",
@@ -118,6 +121,7 @@ __all__ = [
     "predict_shapes_for",
     "save",
     "tasks",
+    "tiled",
     "trace",
     "train_task",
     "weights_of",

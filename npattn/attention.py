@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from npattn import functional as F
+from npattn import kernels
 from npattn._checks import (
     as_batched_input,
     as_input,
@@ -41,17 +42,24 @@ class SelfAttention_v1(Module):
     book's ``torch.rand(d_in, d_out)``: ``rng=123`` (or ``TorchGenerator(123)``) gives the book's
     numbers. Values are drawn in float32 and then cast to ``dtype``.
 
+    ``impl`` picks how stages 2-5 run ("auto", "reference", "fused", "tiled"; see
+    ``npattn.kernels``); every choice gives the same numbers to rounding. While ``trace`` records,
+    the reference path runs whatever ``impl`` says.
+
     forward: x (n, d_in) -> context_vec (n, d_out); a batch (b, n, d_in) -> (b, n, d_out).
     x is converted to the parameters' dtype.
 
     Raises:
-        ConfigError: d_in or d_out not a positive integer; rng of an unknown kind.
+        ConfigError: d_in or d_out not a positive integer; rng of an unknown kind; unknown impl.
         ShapeError, DTypeError: from forward, for an input of the wrong shape or kind.
         BackwardError: backward before any forward.
     """
 
-    def __init__(self, d_in: int, d_out: int, *, rng: RNGLike = None, dtype: Any = np.float32) -> None:
+    def __init__(
+        self, d_in: int, d_out: int, *, rng: RNGLike = None, dtype: Any = np.float32, impl: str = "auto"
+    ) -> None:
         super().__init__()
+        self.impl = kernels.check_impl(impl)
         self.d_in = check_positive_int(d_in, "d_in")
         self.d_out = check_positive_int(d_out, "d_out")
         generator = resolve_rng(rng)
@@ -61,7 +69,8 @@ class SelfAttention_v1(Module):
         self.W_value = Parameter(uniform_init(generator, shape, 0.0, 1.0, dtype))
 
     def extra_repr(self) -> str:
-        return f"d_in={self.d_in}, d_out={self.d_out}"
+        impl = "" if self.impl == "auto" else f", impl={self.impl!r}"
+        return f"d_in={self.d_in}, d_out={self.d_out}{impl}"
 
     def forward(self, x: Any) -> np.ndarray:
         """x (n, d_in) or (b, n, d_in) -> context_vec (n, d_out) or (b, n, d_out)."""
@@ -78,7 +87,7 @@ class SelfAttention_v1(Module):
             record("keys", keys)
             record("values", values)
         # Stages 2-5: scores, scale + softmax, weights, context.
-        context_vec, c_attention = F.attention_forward(queries, keys, values, record=record)
+        context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
         self._cache = (c_query, c_key, c_value, c_attention, context_vec.shape)
         return context_vec
 
@@ -86,7 +95,7 @@ class SelfAttention_v1(Module):
         """grad_output (like the output) -> dx (like x); accumulates into W_query/W_key/W_value.grad."""
         c_query, c_key, c_value, c_attention, out_shape = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.dtype)
-        d_queries, d_keys, d_values = F.attention_backward(d_context_vec, c_attention)
+        d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
         dx_query, dW_query = F.project_backward(d_queries, c_query)
         dx_key, dW_key = F.project_backward(d_keys, c_key)
         dx_value, dW_value = F.project_backward(d_values, c_value)
@@ -107,8 +116,10 @@ class _ProjectedAttention(Module):
     dropout: Dropout
     mask: np.ndarray
 
-    def _init_projections(self, d_in: Any, d_out: Any, qkv_bias: Any, generator: Any, dtype: Any) -> None:
-        """W_query, W_key, W_value: Linear(d_in, d_out, bias=qkv_bias), drawn in that order."""
+    def _init_projections(self, d_in: Any, d_out: Any, qkv_bias: Any, generator: Any, dtype: Any, impl: Any) -> None:
+        """W_query, W_key, W_value: Linear(d_in, d_out, bias=qkv_bias), drawn in that order; ``impl``
+        picks how stages 2-5 run (``npattn.kernels``)."""
+        self.impl = kernels.check_impl(impl)
         self.d_in = check_positive_int(d_in, "d_in")
         self.d_out = check_positive_int(d_out, "d_out")
         self.qkv_bias = check_bool(qkv_bias, "qkv_bias")
@@ -149,15 +160,17 @@ class _ProjectedAttention(Module):
     def backward(self, grad_output: Any) -> np.ndarray:
         """grad_output (like the output) -> dx (like x); accumulates into every Linear's grads.
 
-        Stages 5 to 2 (``F.attention_backward``), then stage 1 (the three Linears).
+        Stages 5 to 2 (``kernels.attention_backward``), then stage 1 (the three Linears).
         """
         c_attention, out_shape = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.weight.dtype)
-        d_queries, d_keys, d_values = F.attention_backward(d_context_vec, c_attention)
+        d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
         return self._project_backward(d_queries, d_keys, d_values)
 
-    def _causal_input(self, x: Any) -> tuple[np.ndarray, np.ndarray]:
-        """Validate a batch (b, n, d_in) with n <= context_length; returns x and mask[:n, :n]."""
+    def _causal_input(self, x: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        """Validate a batch (b, n, d_in) with n <= context_length; returns x and the mask argument
+        of ``kernels.attention``: ``causal=True`` when mask[:n, :n] is the book's causal mask (any
+        impl may run), else the explicit ``mask=`` (the reference path runs)."""
         x = as_batched_input(x, self.d_in, self.W_query.weight.dtype)
         n = x.shape[1]
         if n > self.context_length:
@@ -165,10 +178,13 @@ class _ProjectedAttention(Module):
                 f"x: sequence length n={n} exceeds context_length={self.context_length} (the causal mask is "
                 f"{self.context_length} x {self.context_length}); build the module with context_length >= {n}"
             )
-        return x, self.mask[:n, :n]
+        mask = self.mask[:n, :n]
+        if np.array_equal(mask, F.causal_mask(n)):
+            return x, {"causal": True}
+        return x, {"mask": mask}
 
     def _dropout_args(self, shape: tuple[int, ...]) -> dict[str, Any]:
-        """Stage 4's arguments for F.attention_forward: the keep mask (None = identity) and p."""
+        """Stage 4's arguments for kernels.attention: the keep mask (None = identity) and p."""
         return {"dropout_keep": self.dropout.keep_mask(shape), "dropout_p": self.dropout.p}
 
 
@@ -177,6 +193,10 @@ class SelfAttention_v2(_ProjectedAttention):
 
     ``W_query``, ``W_key``, ``W_value`` are ``Linear(d_in, d_out, bias=qkv_bias)`` with PyTorch's
     default init, drawn in that order: ``rng=789`` gives the book's numbers.
+
+    ``impl`` ("auto", "reference", "fused", "tiled") picks how stages 2-5 run, as for
+    ``SelfAttention_v1``; the reference path runs while tracing, with dropout in training mode,
+    and when the ``mask`` buffer is not the book's causal mask.
 
     forward: x (n, d_in) -> context_vec (n, d_out); a batch (b, n, d_in) -> (b, n, d_out).
 
@@ -187,10 +207,17 @@ class SelfAttention_v2(_ProjectedAttention):
     """
 
     def __init__(
-        self, d_in: int, d_out: int, qkv_bias: bool = False, *, rng: RNGLike = None, dtype: Any = np.float32
+        self,
+        d_in: int,
+        d_out: int,
+        qkv_bias: bool = False,
+        *,
+        rng: RNGLike = None,
+        dtype: Any = np.float32,
+        impl: str = "auto",
     ) -> None:
         super().__init__()
-        self._init_projections(d_in, d_out, qkv_bias, resolve_rng(rng), dtype)
+        self._init_projections(d_in, d_out, qkv_bias, resolve_rng(rng), dtype, impl)
 
     def extra_repr(self) -> str:
         return f"d_in={self.d_in}, d_out={self.d_out}, qkv_bias={self.qkv_bias}"
@@ -201,7 +228,7 @@ class SelfAttention_v2(_ProjectedAttention):
         record = self._record()
         queries, keys, values = self._project(x, record)
         # Stages 2-5: scores, scale + softmax, weights, context.
-        context_vec, c_attention = F.attention_forward(queries, keys, values, record=record)
+        context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
         self._cache = (c_attention, context_vec.shape)
         return context_vec
 
@@ -213,6 +240,10 @@ class CausalAttention(_ProjectedAttention):
     later tokens' scores to -inf before the softmax. ``dropout`` is the probability of dropping an
     attention weight in training mode (``self.dropout``, a ``Dropout``; call ``eval()`` to turn it
     off). Construction draws W_query, W_key, W_value like the book: ``rng=123`` gives its numbers.
+
+    ``impl`` ("auto", "reference", "fused", "tiled") picks how stages 2-5 run, as for
+    ``SelfAttention_v1``; the reference path runs while tracing, with dropout in training mode,
+    and when the ``mask`` buffer is not the book's causal mask.
 
     forward: x (b, n, d_in) with n <= context_length -> context_vec (b, n, d_out).
 
@@ -233,10 +264,11 @@ class CausalAttention(_ProjectedAttention):
         *,
         rng: RNGLike = None,
         dtype: Any = np.float32,
+        impl: str = "auto",
     ) -> None:
         super().__init__()
         generator = resolve_rng(rng)
-        self._init_projections(d_in, d_out, qkv_bias, generator, dtype)
+        self._init_projections(d_in, d_out, qkv_bias, generator, dtype, impl)
         self._init_causal(context_length, dropout, generator)
 
     def extra_repr(self) -> str:
@@ -247,13 +279,13 @@ class CausalAttention(_ProjectedAttention):
 
     def forward(self, x: Any) -> np.ndarray:
         """x (b, n, d_in) -> context_vec (b, n, d_out)."""
-        x, mask = self._causal_input(x)
+        x, mask_arg = self._causal_input(x)
         record = self._record()
         queries, keys, values = self._project(x, record)
         b, n = x.shape[:2]
         # Stages 2-5: scores, causal mask + scale + softmax, dropout, context.
-        context_vec, c_attention = F.attention_forward(
-            queries, keys, values, mask=mask, **self._dropout_args((b, n, n)), record=record
+        context_vec, c_attention = kernels.attention(
+            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, n, n)), record=record
         )
         self._cache = (c_attention, context_vec.shape)
         return context_vec
@@ -264,6 +296,10 @@ class MultiHeadAttentionWrapper(Module):
 
     ``heads`` is a ``ModuleList``; head i's parameters are ``heads.i.W_query.weight``, ... Heads are
     built in order from one generator, like the book's list comprehension after one seed.
+
+    ``impl`` ("auto", "reference", "fused", "tiled") picks how stages 2-5 run, as for
+    ``SelfAttention_v1``; the reference path runs while tracing, with dropout in training mode,
+    and when the ``mask`` buffer is not the book's causal mask.
 
     forward: x (b, n, d_in) -> (b, n, d_out * num_heads), the heads' outputs concatenated.
 
@@ -283,13 +319,14 @@ class MultiHeadAttentionWrapper(Module):
         *,
         rng: RNGLike = None,
         dtype: Any = np.float32,
+        impl: str = "auto",
     ) -> None:
         super().__init__()
         self.num_heads = check_positive_int(num_heads, "num_heads")
         generator = resolve_rng(rng)
         self.heads = ModuleList(
             [
-                CausalAttention(d_in, d_out, context_length, dropout, qkv_bias, rng=generator, dtype=dtype)
+                CausalAttention(d_in, d_out, context_length, dropout, qkv_bias, rng=generator, dtype=dtype, impl=impl)
                 for _ in range(self.num_heads)
             ]
         )
@@ -334,6 +371,10 @@ class MultiHeadAttention(_ProjectedAttention):
     (``Linear(d_out, d_out)``, with bias) mixes them. Drawn in the book's order (W_query, W_key,
     W_value, out_proj): ``rng=123`` gives its numbers.
 
+    ``impl`` ("auto", "reference", "fused", "tiled") picks how stages 2-5 run, as for
+    ``SelfAttention_v1``; the reference path runs while tracing, with dropout in training mode,
+    and when the ``mask`` buffer is not the book's causal mask.
+
     forward: x (b, n, d_in) with n <= context_length -> context_vec (b, n, d_out).
 
     Raises:
@@ -352,6 +393,7 @@ class MultiHeadAttention(_ProjectedAttention):
         *,
         rng: RNGLike = None,
         dtype: Any = np.float32,
+        impl: str = "auto",
     ) -> None:
         super().__init__()
         self.num_heads = check_positive_int(num_heads, "num_heads")
@@ -363,7 +405,7 @@ class MultiHeadAttention(_ProjectedAttention):
             )
         self.head_dim = d_out // self.num_heads
         generator = resolve_rng(rng)
-        self._init_projections(d_in, d_out, qkv_bias, generator, dtype)
+        self._init_projections(d_in, d_out, qkv_bias, generator, dtype, impl)
         self.out_proj = Linear(d_out, d_out, rng=generator, dtype=dtype)
         self._init_causal(context_length, dropout, generator)
 
@@ -375,7 +417,7 @@ class MultiHeadAttention(_ProjectedAttention):
 
     def forward(self, x: Any) -> np.ndarray:
         """x (b, n, d_in) -> context_vec (b, n, d_out)."""
-        x, mask = self._causal_input(x)
+        x, mask_arg = self._causal_input(x)
         record = self._record()
         queries, keys, values = self._project(x, record)
         b, n = x.shape[:2]
@@ -385,8 +427,8 @@ class MultiHeadAttention(_ProjectedAttention):
         keys, c_split_k = F.split_heads_forward(keys, h)
         values, c_split_v = F.split_heads_forward(values, h)
         # Stages 2-5 in every head at once, scale 1/sqrt(head_dim).
-        context_vec, c_attention = F.attention_forward(
-            queries, keys, values, mask=mask, **self._dropout_args((b, h, n, n)), record=record
+        context_vec, c_attention = kernels.attention(
+            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, h, n, n)), record=record
         )
         # (b, num_heads, n, head_dim) -> (b, n, d_out), then the output projection.
         merged, c_merge = F.merge_heads_forward(context_vec)
@@ -403,7 +445,7 @@ class MultiHeadAttention(_ProjectedAttention):
         c_split_q, c_split_k, c_split_v, c_attention, c_merge = self._saved()
         d_merged = self.out_proj.backward(grad_output)
         (d_context_vec,) = F.merge_heads_backward(d_merged, c_merge)
-        d_queries, d_keys, d_values = F.attention_backward(d_context_vec, c_attention)
+        d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
         (d_queries,) = F.split_heads_backward(d_queries, c_split_q)
         (d_keys,) = F.split_heads_backward(d_keys, c_split_k)
         (d_values,) = F.split_heads_backward(d_values, c_split_v)

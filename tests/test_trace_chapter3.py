@@ -223,18 +223,10 @@ def test_predict_shapes_kinds_and_errors():
 # ---------------------------------------------------------------------------------------------- compare, planted bugs
 
 
-class _NoMask(npattn.MultiHeadAttention):
-    """Planted bug: the causal mask is never applied (every token sees the whole sequence)."""
-
-    def _causal_input(self, x):
-        x, mask = super()._causal_input(x)
-        return x, np.zeros_like(mask)
-
-
-class _NoMaskHead(npattn.CausalAttention):
-    def _causal_input(self, x):
-        x, mask = super()._causal_input(x)
-        return x, np.zeros_like(mask)
+def _without_mask(module):
+    """Planted bug: the causal mask buffer masks nothing (every token sees the whole sequence)."""
+    module.mask[...] = False
+    return module
 
 
 def _merge_without_transpose(context_vec):
@@ -256,7 +248,7 @@ def test_compare_multi_head_attention_with_itself():
 
 def test_compare_finds_a_planted_mask_bug_in_multi_head_attention():
     x = npattn.book_batch()
-    broken = _NoMask(3, 4, 6, 0.0, num_heads=2, rng=123)
+    broken = _without_mask(npattn.MultiHeadAttention(3, 4, 6, 0.0, num_heads=2, rng=123))
     result = compare(_mha(), broken, x)
     assert result.first_divergence == "masked_scores"
     assert all(result[s].max_diff == 0.0 for s in CORE)
@@ -279,9 +271,7 @@ def test_compare_names_the_head_of_a_wrapper_that_diverges():
     x = npattn.book_batch()
     reference = npattn.MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=2, rng=123)
     broken = npattn.MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=2, rng=123)
-    bad_head = _NoMaskHead(3, 2, 6, 0.0)
-    bad_head.load_state_dict(broken.heads[1].state_dict())
-    broken.heads._modules["1"] = bad_head
+    _without_mask(broken.heads[1])
     result = compare(reference, broken, x)
     assert result.first_divergence == "heads.1.masked_scores"
     assert result["heads.0.context_vec"].max_diff == 0.0

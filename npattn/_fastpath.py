@@ -1,0 +1,163 @@
+"""Shared helpers of the fast paths (fused, tiled): input checks, row-parallel elementwise work on a
+small thread pool (one thread per core), the causal mask on a block.
+
+NumPy releases the GIL inside its ufunc loops, so two Python threads that each run ``np.exp``,
+``np.subtract``, ... on their own rows use two cores. BLAS calls are never made from the pool:
+the fast paths alternate between a matrix product (in the calling thread, where OpenBLAS uses its
+own threads) and an elementwise phase (here), so the two never compete for the cores.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
+
+import numpy as np
+
+from npattn.errors import DTypeError, ShapeError
+
+__all__ = [
+    "MIN_PARALLEL_ELEMENTS",
+    "T",
+    "augment",
+    "causal_fill",
+    "check_qkv",
+    "flat",
+    "flush_below",
+    "num_workers",
+    "row_dot",
+    "run_rows",
+]
+
+MIN_PARALLEL_ELEMENTS = 1 << 17
+"""Below this many elements a phase runs in the calling thread (a hand-off costs ~50 us)."""
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def num_workers() -> int:
+    """Cores this process may use (``os.sched_getaffinity``), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _get_pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=num_workers(), thread_name_prefix="npattn")
+    return _pool
+
+
+def run_rows(fn: Callable[[int, int], None], n_rows: int, row_elements: int) -> None:
+    """Call ``fn(r0, r1)`` over rows [0, n_rows) split into one contiguous piece per core.
+
+    ``fn`` must touch only its own rows. Small jobs (n_rows * row_elements below
+    MIN_PARALLEL_ELEMENTS) or a single core run as one call in the calling thread.
+    """
+    workers = num_workers()
+    if workers == 1 or n_rows < 2 or n_rows * row_elements < MIN_PARALLEL_ELEMENTS:
+        fn(0, n_rows)
+        return
+    parts = min(workers, n_rows)
+    bounds = [n_rows * i // parts for i in range(parts + 1)]
+    first, *rest = pairwise(bounds)
+    futures = [_get_pool().submit(fn, a, b) for a, b in rest]
+    fn(*first)
+    for f in futures:
+        f.result()
+
+
+_TRIU: dict[int, np.ndarray] = {}
+
+
+def causal_fill(block: np.ndarray, row0: int, col0: int, value: float) -> None:
+    """Set ``block[i, j] = value`` where key col0 + j lies after query row0 + i (the book's mask).
+
+    ``block`` is a (rows, cols) window of a score matrix whose first element is (row0, col0).
+    """
+    # Only rows i < col0 + cols - 1 - row0 have a masked key in the block.
+    block = block[: max(0, col0 + block.shape[1] - 1 - row0)]
+    rows, cols = block.shape
+    if rows == 0:
+        return
+    # Keys from row0 + rows on are after every query of the block.
+    first_full = max(0, row0 + rows - col0)
+    if first_full < cols:
+        block[:, first_full:] = value
+    # The diagonal band: element (i, j) is masked when j - offset > i, offset = row0 - col0.
+    offset = row0 - col0
+    lo, stop = max(0, offset), min(cols, first_full)
+    if lo >= stop:
+        return
+    mask = _TRIU.get(rows)
+    if mask is None:
+        mask = _TRIU[rows] = np.triu(np.ones((rows, rows), dtype=bool), k=1)
+    np.putmask(block[:, lo:stop], mask[:, lo - offset : stop - offset], value)
+
+
+def check_qkv(queries: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None:
+    """The fast paths need (..., n, k), (..., m, k), (..., m, kv) with equal leading axes and one float dtype.
+
+    Raises:
+        ShapeError: ranks, leading axes, the key dimension or m disagree; m = 0.
+        DTypeError: not a floating dtype, or dtypes differ.
+    """
+    arrays = {"queries": queries, "keys": keys, "values": values}
+    for name, a in arrays.items():
+        if not isinstance(a, np.ndarray) or a.ndim < 2:
+            raise ShapeError(f"{name}: expected an array of shape (..., n, k), got {np.shape(a)}")
+        if a.dtype.kind != "f":
+            raise DTypeError(f"{name}: expected a floating-point array, got dtype {a.dtype}")
+    if not queries.dtype == keys.dtype == values.dtype:
+        raise DTypeError(f"queries, keys, values: dtypes differ ({queries.dtype}, {keys.dtype}, {values.dtype})")
+    if not queries.shape[:-2] == keys.shape[:-2] == values.shape[:-2]:
+        raise ShapeError(
+            "queries, keys, values: the fast paths need equal leading (batch, head) axes, got "
+            f"{queries.shape}, {keys.shape}, {values.shape} (the reference path broadcasts them)"
+        )
+    if queries.shape[-1] != keys.shape[-1]:
+        raise ShapeError(f"queries {queries.shape} and keys {keys.shape}: last dimensions differ")
+    if keys.shape[-2] == 0:
+        raise ShapeError(f"keys {keys.shape}: no keys to attend to (the reference path returns zeros)")
+    if keys.shape[-2] != values.shape[-2]:
+        raise ShapeError(f"keys {keys.shape} and values {values.shape}: numbers of rows differ")
+
+
+def T(a: np.ndarray) -> np.ndarray:
+    return np.swapaxes(a, -1, -2)
+
+
+def flat(a: np.ndarray) -> np.ndarray:
+    """(..., r, c) -> (B, r, c), C-contiguous (a view when it already is)."""
+    return np.ascontiguousarray(a).reshape(-1, *a.shape[-2:])
+
+
+def augment(a: np.ndarray, column: np.ndarray | float) -> np.ndarray:
+    """(B, r, c) -> (B, r, c + 1): ``a`` with ``column`` appended as its last column."""
+    out = np.empty((*a.shape[:-1], a.shape[-1] + 1), dtype=a.dtype)
+    out[..., :-1] = a
+    out[..., -1] = column
+    return out
+
+
+def row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(B, n, c), (B, n, c) -> (B, n): rowsum(a * b) without the (B, n, c) product."""
+    return np.einsum("bij,bij->bi", a, b)
+
+
+def flush_below(dtype: np.dtype) -> float:
+    """The fast paths compute exp(max(x, flush_below)) for the unnormalised weights.
+
+    log(finfo.tiny) + nmant * log(2): float32 -71.4 (weights floored at 9e-32), float64 -672.4
+    (1e-292). exp of anything lower, and its products with ordinary gradients, would be subnormal
+    numbers, on which x86 CPUs run BLAS and ufuncs many times slower (a saturated softmax, e.g.
+    SelfAttention_v1's U[0, 1) weights at d_in = 768, made the fused path 2.5x slower). A weight
+    raised to the floor changes a row's sum by at most m * 9e-32 of its largest weight (float32):
+    far below rounding. Masked weights stay exactly 0.
+    """
+    info = np.finfo(dtype)
+    return float(np.log(info.tiny) + info.nmant * np.log(2.0))
