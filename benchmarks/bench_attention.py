@@ -35,10 +35,20 @@ QUICK = [(6, 3, 2), (256, 64, 64), (1024, 256, 64)]
 IMPLS = ("reference", "fused", "tiled")
 
 
-def npattn_cases(x: np.ndarray, G: np.ndarray, d_in: int, d_out: int, dtype: Any) -> dict[str, Any]:
+def make_model(d_in: int, d_out: int, dtype: Any, impl: str, weights: str) -> npattn.SelfAttention_v1:
+    """SelfAttention_v1 with the book's U[0, 1) init, or (weights="scaled") that init divided by
+    sqrt(d_in), which keeps the softmax away from saturation at large d_in."""
+    model = npattn.SelfAttention_v1(d_in, d_out, rng=0, dtype=dtype, impl=impl)
+    if weights == "scaled":
+        for p in model.parameters():
+            p.data /= np.sqrt(d_in)
+    return model
+
+
+def npattn_cases(x: np.ndarray, G: np.ndarray, d_in: int, d_out: int, dtype: Any, weights: str) -> dict[str, Any]:
     cases = {}
     for impl in IMPLS:
-        model = npattn.SelfAttention_v1(d_in, d_out, rng=0, dtype=dtype, impl=impl)
+        model = make_model(d_in, d_out, dtype, impl, weights)
 
         def fwd(model=model):
             model(x)
@@ -101,19 +111,21 @@ def floor_cases(x: np.ndarray, G: np.ndarray, weights: list[np.ndarray]) -> tupl
     return forward, fwd_bwd
 
 
-def run(shapes: list[tuple[int, int, int]], dtypes: list[Any], repeats: int, target: float, torch: Any) -> list[dict]:
+def run(
+    shapes: list[tuple[int, int, int]], dtypes: list[Any], repeats: int, target: float, torch: Any, weights: str
+) -> list[dict]:
     rows = []
     for n, d_in, d_out in shapes:
         for dtype in dtypes:
             rng = np.random.default_rng(0)
             x = rng.standard_normal((n, d_in)).astype(dtype)
             G = rng.standard_normal((n, d_out)).astype(dtype)
-            cases = npattn_cases(x, G, d_in, d_out, dtype)
-            weights = [p.data for p in npattn.SelfAttention_v1(d_in, d_out, rng=0, dtype=dtype).parameters()]
+            cases = npattn_cases(x, G, d_in, d_out, dtype, weights)
+            arrays = [p.data for p in make_model(d_in, d_out, dtype, "reference", weights).parameters()]
             cases["fused 1T"] = tuple(single_thread(f) for f in cases["fused"])
-            cases["floor"] = floor_cases(x, G, weights)
+            cases["floor"] = floor_cases(x, G, arrays)
             if torch is not None:
-                cases["torch"] = torch_cases(torch, x, G, weights)
+                cases["torch"] = torch_cases(torch, x, G, arrays)
             qkv = np.empty((n, d_out), dtype=dtype)
             auto = kernels.choose_impl("auto", qkv, qkv, qkv)
             for phase, index in (("fwd", 0), ("fwd+bwd", 1)):
@@ -160,15 +172,25 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="three small shapes, float32, 3 repetitions")
     parser.add_argument("--repeats", type=int, default=None, help="interleaved repetitions (default 7; quick 3)")
     parser.add_argument("--dtype", choices=["float32", "float64", "both"], default=None)
+    parser.add_argument(
+        "--weights",
+        choices=["book", "scaled"],
+        default="book",
+        help="book: U[0, 1) like torch.rand (the softmax saturates at large d_in); scaled: U[0, 1) / sqrt(d_in)",
+    )
+    parser.add_argument("--shapes", nargs="+", metavar="N,D_IN,D_OUT", help="shapes to run instead of the grid")
     args = parser.parse_args()
     shapes = QUICK if args.quick else GRID
+    if args.shapes:
+        shapes = [tuple(int(v) for v in spec.split(",")) for spec in args.shapes]  # type: ignore[misc]
     dtype_arg = args.dtype or ("float32" if args.quick else "both")
     dtypes = [np.float32, np.float64] if dtype_arg == "both" else [np.dtype(dtype_arg).type]
     repeats = args.repeats or (3 if args.quick else 7)
     torch, env = start(args)
     print("# medians of interleaved repetitions; each sample >= 20 ms of calls; the machine is shared")
+    print(f"# weights: {args.weights}")
     print(table([], COLUMNS))
-    rows = run(shapes, dtypes, repeats, 0.02, torch)
+    rows = run(shapes, dtypes, repeats, 0.02, torch, args.weights)
     write_json(args.json, env, rows)
 
 

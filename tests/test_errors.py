@@ -673,7 +673,98 @@ def library_bad_inputs() -> list[BadInput]:
     return [BadInput(*row) for row in rows]
 
 
-BAD_INPUTS = [row for case in ATTENTION_CASES for row in attention_bad_inputs(case)] + library_bad_inputs()
+def chapter3_bad_inputs() -> list[BadInput]:
+    """What only the chapter-3 classes take: context_length, dropout, num_heads, qkv_bias, impl, the mask."""
+    batch = np.zeros((1, 6, 3))
+    book_state = npattn.CausalAttention(3, 2, 6, 0.0, rng=0).state_dict()
+    bad_mask = {**book_state, "mask": np.full((6, 6), 0.5)}
+    rows = [
+        (
+            "CausalAttention(d_in, d_out, context_length, dropout)",
+            "context_length = 0",
+            lambda: npattn.CausalAttention(3, 2, 0, 0.0),
+            npattn.ConfigError,
+            "context_length must be a positive integer, got 0",
+        ),
+        (
+            "CausalAttention(d_in, d_out, context_length, dropout)",
+            "dropout = 1.0",
+            lambda: npattn.CausalAttention(3, 2, 6, 1.0),
+            npattn.ConfigError,
+            "dropout must lie in [0, 1), got 1.0",
+        ),
+        (
+            "CausalAttention(d_in, d_out, context_length, dropout)",
+            "dropout = -0.1",
+            lambda: npattn.CausalAttention(3, 2, 6, -0.1),
+            npattn.ConfigError,
+            "got -0.1",
+        ),
+        (
+            "CausalAttention(..., qkv_bias)",
+            "qkv_bias = 'yes'",
+            lambda: npattn.CausalAttention(3, 2, 6, 0.0, "yes"),
+            npattn.ConfigError,
+            "qkv_bias",
+        ),
+        (
+            "CausalAttention(..., impl=)",
+            "an unknown impl",
+            lambda: npattn.CausalAttention(3, 2, 6, 0.0, impl="fast"),
+            npattn.ConfigError,
+            "impl must be one of",
+        ),
+        (
+            "CausalAttention(x)",
+            "sequence longer than context_length",
+            lambda: npattn.CausalAttention(3, 2, 4, 0.0)(batch),
+            npattn.ShapeError,
+            "sequence length n=6 exceeds context_length=4",
+        ),
+        (
+            "MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads)",
+            "num_heads does not divide d_out",
+            lambda: npattn.MultiHeadAttention(3, 5, 6, 0.0, num_heads=2),
+            npattn.ConfigError,
+            "d_out must be divisible by num_heads, got d_out=5 and num_heads=2",
+        ),
+        (
+            "MultiHeadAttention(d_in, d_out, context_length, dropout, num_heads)",
+            "num_heads = 0",
+            lambda: npattn.MultiHeadAttention(3, 2, 6, 0.0, num_heads=0),
+            npattn.ConfigError,
+            "num_heads must be a positive integer, got 0",
+        ),
+        (
+            "MultiHeadAttentionWrapper(..., num_heads)",
+            "num_heads = 1.5",
+            lambda: npattn.MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=1.5),
+            npattn.ConfigError,
+            "num_heads must be a positive integer, got 1.5",
+        ),
+        (
+            "CausalAttention.load_state_dict(state)",
+            "a mask with values other than 0/1",
+            lambda: npattn.CausalAttention(3, 2, 6, 0.0).load_state_dict(bad_mask),
+            npattn.StateDictError,
+            "non-boolean values in mask",
+        ),
+        (
+            "Dropout.fixed_keep",
+            "a float mask",
+            lambda: setattr(npattn.Dropout(0.5), "fixed_keep", np.ones((2, 2))),
+            npattn.DTypeError,
+            "float64",
+        ),
+    ]
+    return [BadInput(*row) for row in rows]
+
+
+BAD_INPUTS = (
+    [row for case in ATTENTION_CASES for row in attention_bad_inputs(case)]
+    + library_bad_inputs()
+    + chapter3_bad_inputs()
+)
 
 
 def _message(row: BadInput) -> str:
@@ -703,7 +794,7 @@ def table_rows() -> list[str]:
         return text.replace("|", "\\|").replace("\n\t", "<br>").replace("\n", "<br>")
 
     rows = []
-    for row in attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs():
+    for row in attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs() + chapter3_bad_inputs():
         message = _message(row)
         rows.append(f"| `{cell(row.entry)}` | {cell(row.what)} | `{row.error.__name__}` | {cell(message)} |")
     return rows
