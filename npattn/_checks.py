@@ -96,16 +96,17 @@ def as_batched_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x")
 
 
 def as_features(x: Any, features: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:
-    """Validate a Linear input: shape (..., features) with at least one axis, converted to ``dtype``.
+    """Validate a Linear input: shape (..., features) with at least one axis, returned as a private
+    copy in ``dtype`` (for the reason given in ``as_input``).
 
     Raises:
         ShapeError: a 0-D array or a last dimension other than ``features``.
         DTypeError: non-numeric data.
     """
-    arr = as_array(x, name, dtype)
+    arr = as_array(x, name)
     if arr.ndim == 0 or arr.shape[-1] != features:
         raise ShapeError(f"{name}: expected shape (..., in_features={features}), got shape {arr.shape}")
-    return arr
+    return np.array(arr, dtype=dtype)
 
 
 def check_grad_output(

@@ -173,3 +173,17 @@ def test_dropout_gradcheck_with_a_fixed_mask(rng, p):
 def test_dropout_constructor_errors(p):
     with pytest.raises(npattn.ConfigError):
         npattn.Dropout(p)
+
+
+def test_linear_keeps_its_own_copy_of_x():
+    """Editing the caller's array between forward and backward cannot change the weight gradient."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 3))
+    g = rng.standard_normal((5, 2))
+    layer, fresh = npattn.Linear(3, 2, rng=0, dtype=np.float64), npattn.Linear(3, 2, rng=0, dtype=np.float64)
+    layer(x)
+    fresh(x.copy())
+    x[...] = 7.0
+    layer.backward(g)
+    fresh.backward(g)
+    np.testing.assert_array_equal(layer.weight.grad, fresh.weight.grad)
