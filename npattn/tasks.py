@@ -25,11 +25,19 @@ __all__ = ["TASKS", "SelectiveCopy", "SequenceCrossEntropyLoss", "TeacherStudent
 def attention_weights(model: Module, x: np.ndarray) -> np.ndarray:
     """The attention-weight matrix of ``model``'s forward on x: (n, n) or (b, n, n), rows sum to 1."""
     seen: list[np.ndarray] = []
-    model._recorder = lambda name, arr: seen.append(arr) if name == "attn_weights" else None
+    previous = model._recorder  # put back whatever was recording (e.g. npattn.trace), not None
+
+    def record(name: str, arr: np.ndarray) -> None:
+        if name == "attn_weights":
+            seen.append(arr)
+        if previous is not None:
+            previous(name, arr)
+
+    model._recorder = record
     try:
         model(x)
     finally:
-        model._recorder = None
+        model._recorder = previous
     return seen[-1]
 
 

@@ -305,6 +305,16 @@ def test_attention_weights_helper():
     assert model._recorder is None
 
 
+def test_attention_weights_helper_keeps_an_installed_recorder():
+    model = npattn.SelfAttention_v1(3, 2, rng=123)
+    names: list[str] = []
+    recorder = lambda name, arr: names.append(name)  # noqa: E731
+    model._recorder = recorder
+    attention_weights(model, npattn.book_inputs())
+    assert model._recorder is recorder
+    assert "attn_weights" in names and "context_vec" in names
+
+
 def test_history_state_round_trip(tmp_path):
     task = TeacherStudent(seed=3)
     model = task.make_model()
