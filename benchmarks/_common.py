@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
 import numpy as np  # noqa: E402
 
 import npattn  # noqa: E402
-from npattn._fastpath import num_workers  # noqa: E402
+from npattn.kernels.blocks import num_workers  # noqa: E402
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:

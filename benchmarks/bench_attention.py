@@ -28,7 +28,8 @@ from _common import interleaved, np, ratio, start, table, write_json
 from _common import parser as common_parser
 
 import npattn
-from npattn import _fastpath, kernels
+from npattn import kernels
+from npattn.kernels import blocks
 
 GRID = [(6, 3, 2), (256, 64, 64), (1024, 256, 64), (2048, 512, 128), (4096, 768, 64)]
 QUICK = [(6, 3, 2), (256, 64, 64), (1024, 256, 64)]
@@ -65,12 +66,12 @@ def single_thread(fn):
     """Run ``fn`` with the elementwise pool switched off (every pass in the calling thread)."""
 
     def run():
-        saved = _fastpath.MIN_PARALLEL_ELEMENTS
-        _fastpath.MIN_PARALLEL_ELEMENTS = 1 << 62
+        saved = blocks.MIN_PARALLEL_ELEMENTS
+        blocks.MIN_PARALLEL_ELEMENTS = 1 << 62
         try:
             fn()
         finally:
-            _fastpath.MIN_PARALLEL_ELEMENTS = saved
+            blocks.MIN_PARALLEL_ELEMENTS = saved
 
     return run
 

@@ -1,7 +1,7 @@
 """Where the time of one fused forward + backward of SelfAttention_v1 goes, step by step.
 
-Replays the steps of ``SelfAttention_v1(impl="fused")`` (stage 1 from ``npattn.functional``,
-stages 2-5 as in ``npattn.fused``) on the same inputs and times each one, interleaved: the matrix
+Replays the steps of ``SelfAttention_v1(impl="fused")`` (stage 1 from ``npattn.nn.functional``,
+stages 2-5 as in ``npattn.kernels.fused``) on the same inputs and times each one, interleaved: the matrix
 products (what the GEMM floor counts) against everything else (elementwise passes, copies).
 
     python benchmarks/profile_fused.py --shape 4096 768 64
@@ -19,8 +19,8 @@ from _common import np, start, table
 from _common import parser as common_parser
 
 import npattn
-from npattn import _fastpath, fused
-from npattn._fastpath import T, augment, flat, row_dot
+from npattn.kernels import blocks, fused
+from npattn.kernels.blocks import T, augment, flat, row_dot
 
 
 def steps(n: int, d_in: int, d_out: int, dtype: Any) -> list[tuple[str, str, Callable[[], Any]]]:
@@ -40,10 +40,10 @@ def steps(n: int, d_in: int, d_out: int, dtype: Any) -> list[tuple[str, str, Cal
         return run
 
     def exp_pass() -> None:
-        _fastpath.run_rows(lambda r0, r1: fused._exp_rows(s["E"][0], r0, r1, False), n, n)
+        blocks.run_rows(lambda r0, r1: fused._exp_rows(s["E"][0], r0, r1, False), n, n)
 
     def multiply_pass() -> None:
-        _fastpath.run_rows(lambda r0, r1: fused._multiply_rows(s["dS"][0], s["E"][0], r0, r1), n, n)
+        blocks.run_rows(lambda r0, r1: fused._multiply_rows(s["dS"][0], s["E"][0], r0, r1), n, n)
 
     def project() -> None:
         s["q"], s["k"], s["v"] = (flat(x @ w) for w in W)

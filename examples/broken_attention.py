@@ -130,7 +130,7 @@ def main():
     except ImportError:  # run from a source checkout without installing: use the checkout's npattn
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
         import npattn
-    from npattn.usercode import UserAttention, check_attention
+    from npattn.debug.usercode import UserAttention, check_attention
 
     x, weights = npattn.book_inputs(), npattn.weights_of(npattn.SelfAttention_v1(3, 2, rng=123))
     for name in EXAMPLES:

@@ -1,26 +1,45 @@
 """npattn: self-attention with hand-derived backpropagation in pure NumPy.
 
-Layers, bottom to top (no import runs upward):
-    errors, _checks, random, functional    stage forward/backward pairs, validation, PyTorch's RNG
-    fused, tiled, kernels                  fast paths of stages 2-5 and the dispatcher between them
-    module, layers, attention              Parameter/Module, Linear/Dropout, the chapter-3 classes
-    losses, optim, checkpoint, tasks       training pieces: PyTorch-named losses and optimizers, safe files
-    gradcheck, train, demo                 tools on top of modules
-    trace, diagnose, stagecheck, usercode  debugging tools: shapes, traces, row check, bug fingerprints
-    cli                                    the `npattn` command
+Layers, bottom to top (no import runs upward; tests/test_layout.py enforces it):
+    errors, _checks          exceptions; argument validation
+    random, book             PyTorch's CPU random streams (TorchGenerator); the book's inputs
+    nn.functional            the stage forward/backward pairs: the math, written once
+    kernels                  stages 2-5 three ways (reference, fused, tiled) and the dispatcher
+    nn                       Parameter/Module, Linear/Dropout, losses, the chapter-3 classes
+    optim, gradcheck         SGD/Adam/AdamW; finite-difference gradient checks
+    train                    the fit loop, L-BFGS, tasks, checkpoints
+    debug                    predict, trace, row checks, compare, diagnose, user-code checks
+    cli                      the ``npattn`` command
+See docs/architecture.md.
 """
 
-from npattn import functional, fused, kernels, losses, optim, tasks, tiled
-from npattn.attention import (
-    CausalAttention,
-    MultiHeadAttention,
-    MultiHeadAttentionWrapper,
-    SelfAttention_v1,
-    SelfAttention_v2,
-)
+import sys as _sys
+
+from npattn import debug, kernels, nn, optim, train
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
-from npattn.checkpoint import load, load_metadata, save
-from npattn.diagnose import CATALOGUE, Diagnosis, Mistake, diagnose
+from npattn.debug import (
+    CATALOGUE,
+    CheckReport,
+    Comparison,
+    Diagnosis,
+    Mistake,
+    PipelineGradcheck,
+    RowCheck,
+    ShapeCheck,
+    ShapePrediction,
+    Trace,
+    check_attention,
+    check_rows,
+    check_rows_of,
+    check_shapes,
+    compare,
+    diagnose,
+    gradcheck_pipeline,
+    predict_shapes,
+    predict_shapes_for,
+    trace,
+    weights_of,
+)
 from npattn.errors import (
     BackwardError,
     CheckpointError,
@@ -33,28 +52,46 @@ from npattn.errors import (
     TrainingError,
 )
 from npattn.gradcheck import GradcheckReport, TensorCheck, gradcheck, gradcheck_stage
-from npattn.layers import Dropout, Linear
-from npattn.losses import CrossEntropyLoss, MSELoss
-from npattn.module import IncompatibleKeys, Module, ModuleList, Parameter
-from npattn.random import TorchGenerator
-from npattn.stagecheck import PipelineGradcheck, gradcheck_pipeline
-from npattn.trace import (
-    Comparison,
-    RowCheck,
-    ShapeCheck,
-    ShapePrediction,
-    Trace,
-    check_rows,
-    check_rows_of,
-    check_shapes,
-    compare,
-    predict_shapes,
-    predict_shapes_for,
-    trace,
-    weights_of,
+from npattn.kernels import fused, tiled
+from npattn.nn import (
+    CausalAttention,
+    CrossEntropyLoss,
+    Dropout,
+    IncompatibleKeys,
+    Linear,
+    Module,
+    ModuleList,
+    MSELoss,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    Parameter,
+    SelfAttention_v1,
+    SelfAttention_v2,
+    functional,
+    losses,
 )
-from npattn.train import History, fit, fit_lbfgs, train_task
-from npattn.usercode import CheckReport, check_attention
+from npattn.random import TorchGenerator
+from npattn.train import History, fit, fit_lbfgs, load, load_metadata, save, tasks, train_task
+
+# The flat module paths of npattn 0.1 stay importable (``from npattn.functional import ...``,
+# ``import npattn.tasks``): each is the module, or package, that now holds its contents.
+_OLD_PATHS = {
+    "functional": "npattn.nn.functional",
+    "module": "npattn.nn.module",
+    "layers": "npattn.nn.layers",
+    "attention": "npattn.nn.attention",
+    "losses": "npattn.nn.losses",
+    "fused": "npattn.kernels.fused",
+    "tiled": "npattn.kernels.tiled",
+    "tasks": "npattn.train.tasks",
+    "checkpoint": "npattn.train.checkpoint",
+    "diagnose": "npattn.debug.diagnose",
+    "stagecheck": "npattn.debug.stagecheck",
+    "usercode": "npattn.debug.usercode",
+    "trace": "npattn.debug",
+}
+for _old, _new in _OLD_PATHS.items():
+    _sys.modules.setdefault(f"npattn.{_old}", _sys.modules[_new])
 
 __version__ = "0.1.0"
 
@@ -104,6 +141,7 @@ __all__ = [
     "check_rows_of",
     "check_shapes",
     "compare",
+    "debug",
     "diagnose",
     "fit",
     "fit_lbfgs",
@@ -116,6 +154,7 @@ __all__ = [
     "load",
     "load_metadata",
     "losses",
+    "nn",
     "optim",
     "predict_shapes",
     "predict_shapes_for",
@@ -123,6 +162,7 @@ __all__ = [
     "tasks",
     "tiled",
     "trace",
+    "train",
     "train_task",
     "weights_of",
 ]

@@ -2,6 +2,6 @@
 
 import sys
 
-from npattn.cli import main
+from npattn.cli.main import main
 
 sys.exit(main())

@@ -21,7 +21,7 @@ import numpy as np
 
 from npattn._checks import as_array, check_finite, check_positive_int
 from npattn.errors import ConfigError, DTypeError, GradcheckError
-from npattn.module import Module
+from npattn.nn.module import Module
 
 __all__ = ["GradcheckReport", "TensorCheck", "gradcheck", "gradcheck_stage"]
 

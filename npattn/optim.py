@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from npattn.errors import ConfigError, StateDictError
-from npattn.module import Parameter
+from npattn.nn.module import Parameter
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
 

@@ -19,7 +19,7 @@ import pytest
 from attention_cases import ATTENTION_CASES, AttentionCase
 
 import npattn
-from npattn import functional as F
+from npattn.nn import functional as F
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
 

@@ -6,9 +6,10 @@ import math
 import numpy as np
 import planted
 import pytest
+from planted import plant
 
 import npattn
-from npattn import functional as F
+from npattn.nn import functional as F
 
 GRID = [  # (batch or None, n, d_in, d_out)
     (None, 1, 3, 2),
@@ -137,7 +138,7 @@ def test_gradcheck_rejects_planted_bug(monkeypatch, bug):
     x = make_x(None, 5, d_in)
     assert npattn.gradcheck(model, x)  # the same problem passes without the bug
     for attr, broken in _planted_bugs(d_in, d_out)[bug].items():
-        monkeypatch.setattr(F, attr, broken)
+        plant(monkeypatch, attr, broken)
     with pytest.raises(npattn.GradcheckError) as info:
         npattn.gradcheck(model, x)
     message = str(info.value)

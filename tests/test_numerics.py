@@ -18,7 +18,7 @@ import pytest
 from attention_cases import ATTENTION_CASES, AttentionCase, largest_scaled_score, record_stages, softmax_reference
 
 import npattn
-from npattn import functional as F
+from npattn.nn import functional as F
 
 F32_TOL = 1e-5  # float32 vs float64, relative to (1 + S) * scale; the worst measured is 1e-6 (docs/errors.md)
 F64_TOL = 1e-13  # float64 vs the float64 log-sum-exp reference, same normalisation

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from attention_cases import ATTENTION_CASES, AttentionCase, record_stages
+from planted import plant
 
 import npattn
 
@@ -186,7 +187,7 @@ PLANTED = {
 @pytest.mark.parametrize("bug", PLANTED)
 def test_each_property_rejects_a_planted_bug(monkeypatch, bug):
     name, planted, prop = PLANTED[bug]
-    monkeypatch.setattr(F, name, planted)
+    plant(monkeypatch, name, planted)
     quick = hypothesis.settings(max_examples=50, derandomize=True, database=None, phases=[hypothesis.Phase.generate])
     run = quick(given(data=st.data())(prop.hypothesis.inner_test))
     with pytest.raises((AssertionError, npattn.GradcheckError)):

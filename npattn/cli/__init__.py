@@ -1,0 +1,10 @@
+"""``npattn.cli``: the ``npattn`` command.
+
+    main.py     the parser and the subcommands: demo, book, train, trace, gradcheck, check
+    demo.py     ``npattn demo``: the main job, a model learning where to attend
+    trace.py    ``npattn trace``: predict, trace, check the shapes and every row
+"""
+
+from npattn.cli.main import main
+
+__all__ = ["main"]

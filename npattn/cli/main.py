@@ -1,0 +1,128 @@
+"""The ``npattn`` command line. ``npattn demo`` runs the main job; ``npattn --help`` lists the rest."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from npattn.book import BOOK_TOKENS, book_inputs
+from npattn.cli.demo import format_matrix, run_demo
+from npattn.cli.trace import TRACE_CLASSES, run_trace
+from npattn.debug.stagecheck import run_gradcheck
+from npattn.debug.trace import trace
+from npattn.debug.usercode import run_check
+from npattn.errors import NpattnError
+from npattn.gradcheck import gradcheck
+from npattn.nn.attention import SelfAttention_v1
+from npattn.train.command import run_train_command
+
+
+def run_book_example(out: TextIO) -> int:
+    """The chapter-3 example: SelfAttention_v1(3, 2) with seed 123 on the six-token input."""
+    x = book_inputs()
+    model = SelfAttention_v1(3, 2, rng=123)
+    recorded = trace(model, x)
+    context_vec = recorded.output
+    print("SelfAttention_v1(d_in=3, d_out=2), weights drawn like torch.manual_seed(123); torch.rand(3, 2) x3", file=out)
+    print('input: "Your journey starts with one step", 6 tokens x d_in=3\n', file=out)
+    print(f"{'stage':<14} {'shape':<8}", file=out)
+    for stage in recorded:
+        print(f"{stage.qualname:<14} {stage.shape!s:<8}", file=out)
+    print("\ncontext_vec (the book prints the same digits):", file=out)
+    print(format_matrix(context_vec, BOOK_TOKENS), file=out)
+    report = gradcheck(model, x, raise_exception=False)
+    print("\ngradient check (float64, central differences, random upstream gradient):", file=out)
+    print(report, file=out)
+    return 0 if report else 1
+
+
+def _add_sizes(cmd: argparse.ArgumentParser) -> None:
+    cmd.add_argument("--tokens", type=int, default=6, help="number of tokens n (default 6)")
+    cmd.add_argument("--d-in", type=int, default=3, help="input dimension (default 3)")
+    cmd.add_argument("--d-out", type=int, default=2, help="output dimension (default 2)")
+    cmd.add_argument("--seed", type=int, default=123, help="seed of the weights and the input (default 123)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="npattn", description="Self-attention with hand-derived backprop in NumPy.")
+    sub = parser.add_subparsers(dest="command")
+    demo = sub.add_parser("demo", help="the main job: watch training adjust W_query, W_key, W_value (selective copy)")
+    demo.add_argument(
+        "--plot", metavar="FILE.png", help="also draw the loss curve and attention heatmaps (needs matplotlib)"
+    )
+    sub.add_parser("book", help="the book's chapter-3 example: stage shapes, context vectors, gradient check")
+    train = sub.add_parser("train", help="train SelfAttention_v1 on a task, with checkpoints (--save/--resume)")
+    train.add_argument(
+        "--task", choices=["selective-copy", "teacher-student"], default=None, help="default: selective-copy"
+    )
+    train.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default=None, help="default: adam")
+    train.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.05)")
+    train.add_argument("--steps", type=int, default=300, help="total number of steps (default: 300)")
+    train.add_argument("--seed", type=int, default=None, help="seed of the weights and the data (default: 123)")
+    train.add_argument("--log-every", type=int, default=30, help="print a progress line every N steps (default: 30)")
+    train.add_argument("--save", metavar="FILE", help="write a checkpoint (.npz) here (atomically)")
+    train.add_argument("--save-every", type=int, default=0, help="checkpoint every N steps (default: only at the end)")
+    train.add_argument("--resume", metavar="FILE", help="continue the run stored in this checkpoint up to --steps")
+    trace_cmd = sub.add_parser(
+        "trace", help="predicted and actual shape of every stage of SelfAttention_v1 (or --class)"
+    )
+    _add_sizes(trace_cmd)
+    trace_cmd.add_argument(
+        "--book",
+        action="store_true",
+        help="the book's input and seeds (123; 789 for --class v2): 6 tokens, d_in=3, d_out=2 (overrides the sizes)",
+    )
+    trace_cmd.add_argument("--values", action="store_true", help="also print every stage's array")
+    trace_cmd.add_argument(
+        "--class",
+        dest="attention",
+        choices=list(TRACE_CLASSES),
+        help="trace this chapter-3 class on a batch of two (with --book: the book's batch and seeds, "
+        "789 for v2, 123 for the others; dropout 0.0, context_length = tokens)",
+    )
+    trace_cmd.add_argument("--heads", type=int, default=2, help="num_heads of wrapper and mha (default 2)")
+    grad_cmd = sub.add_parser("gradcheck", help="finite-difference check of every stage pair and parameter")
+    _add_sizes(grad_cmd)
+    check_cmd = sub.add_parser("check", help="check your own attention: FILE.py:NAME (a class or a function)")
+    check_cmd.add_argument("spec", metavar="FILE.py:NAME")
+    return parser
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command in (None, "demo"):
+        return run_demo(sys.stdout, plot=getattr(args, "plot", None))
+    if args.command == "book":
+        return run_book_example(sys.stdout)
+    if args.command == "train":
+        return run_train_command(args, sys.stdout)
+    if args.command == "trace":
+        return run_trace(
+            args.tokens,
+            args.d_in,
+            args.d_out,
+            seed=args.seed,
+            book=args.book,
+            values=args.values,
+            attention=args.attention,
+            num_heads=args.heads,
+        )
+    if args.command == "gradcheck":
+        return run_gradcheck(args.tokens, args.d_in, args.d_out, seed=args.seed)
+    if args.command == "check":
+        return run_check(args.spec)
+    raise NpattnError(f"unknown command {args.command}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``npattn`` console script; returns the exit code (2 for a usage error)."""
+    args = build_parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except NpattnError as exc:
+        print(f"npattn {args.command or 'demo'}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `npattn trace --book | head`
+        sys.stderr.close()
+        return 0

@@ -1,0 +1,316 @@
+"""Bug fingerprints: which classic self-attention mistake reproduces a user's output?
+
+``diagnose(x, weights, output)`` recomputes the reference from x and the three weight matrices,
+and, when the user's output differs, recomputes the output of every mistake in ``CATALOGUE``
+and reports the ones that reproduce it (to float tolerance). It also reports symptoms that need
+no catalogue: an output of the wrong shape, NaN/inf, or a context vector outside the range of
+the value vectors (a correct context vector is a convex combination of value vectors).
+
+Each mistake is the reference pipeline with one thing changed, so the catalogue is a list of
+small variations of one function, ``attention_variant``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from npattn._checks import as_array
+from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
+from npattn.debug.weights import check_weights, to_numpy
+from npattn.nn import functional as F
+
+__all__ = ["CATALOGUE", "Diagnosis", "Mistake", "Symptom", "attention_variant", "diagnose"]
+
+
+def _T(a: np.ndarray) -> np.ndarray:
+    return np.swapaxes(a, -1, -2)
+
+
+def attention_variant(
+    x: np.ndarray,
+    W_query: np.ndarray,
+    W_key: np.ndarray,
+    W_value: np.ndarray,
+    *,
+    causal: bool = False,
+    scores: str = "queries @ keys^T",
+    scale: str = "1/sqrt(d_out)",
+    normalise: str = "softmax over keys",
+    weights: str = "attn_weights",
+    context: str = "values",
+) -> np.ndarray:
+    """Self-attention with one choice per stage; the defaults are the correct pipeline.
+
+    x (..., n, d_in), W_* (d_in, d_out) -> (..., n, d_out). The choices:
+        scores:    "queries @ keys^T" | "keys @ queries^T" | "queries @ values^T"
+        scale:     "1/sqrt(d_out)" | "1" | "1/sqrt(d_in)" | "1/d_out"
+        normalise: "softmax over keys" | "softmax over queries" | "none" | "divide by row sum"
+        weights:   "attn_weights" | "attn_weights^T"
+        context:   "values" | "keys" | "x" (the unprojected inputs: (..., n, d_in) out)
+    """
+    d_in, d_out = W_query.shape
+    queries, _ = F.project_forward(x, W_query)
+    keys, _ = F.project_forward(x, W_key)
+    values, _ = F.project_forward(x, W_value)
+    left, right = {
+        "queries @ keys^T": (queries, keys),
+        "keys @ queries^T": (keys, queries),
+        "queries @ values^T": (queries, values),
+    }[scores]
+    attn_scores, _ = F.scores_forward(left, right)
+    if causal:
+        attn_scores, _ = F.mask_forward(attn_scores, F.causal_mask(*attn_scores.shape[-2:]))
+    tau = {"1/sqrt(d_out)": 1 / math.sqrt(d_out), "1": 1.0, "1/sqrt(d_in)": 1 / math.sqrt(d_in), "1/d_out": 1 / d_out}[
+        scale
+    ]
+    if normalise == "softmax over keys":
+        attn_weights, _ = F.softmax_forward(attn_scores, tau)
+    elif normalise == "softmax over queries":
+        attn_weights = F.softmax(attn_scores * tau, axis=-2)
+    elif normalise == "none":
+        attn_weights = np.where(np.isneginf(attn_scores), 0.0, attn_scores * tau)
+    elif normalise == "divide by row sum":  # section 3.3.1's naive normalisation
+        kept = np.where(np.isneginf(attn_scores), 0.0, attn_scores)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            attn_weights = kept / np.sum(kept, axis=-1, keepdims=True)
+    else:
+        raise ValueError(f"unknown normalise choice {normalise!r}")
+    if weights == "attn_weights^T":
+        attn_weights = _T(attn_weights)
+    context_vec, _ = F.context_forward(attn_weights, {"values": values, "keys": keys, "x": x}[context])
+    return context_vec
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """A catalogued mistake: a stable identifier, a one-line explanation, and how to reproduce it."""
+
+    identifier: str
+    explanation: str
+    variant: Mapping[str, str]
+    causal_only: bool = False
+
+    def reproduce(
+        self, x: np.ndarray, W_query: np.ndarray, W_key: np.ndarray, W_value: np.ndarray, causal: bool
+    ) -> np.ndarray:
+        """The output this mistake gives on x with these weights."""
+        options = dict(self.variant)
+        if self.causal_only:  # the mistake is forgetting the mask itself
+            return attention_variant(x, W_query, W_key, W_value, causal=False, **options)
+        return attention_variant(x, W_query, W_key, W_value, causal=causal, **options)
+
+
+CATALOGUE: tuple[Mistake, ...] = (
+    Mistake(
+        "softmax_wrong_axis",
+        "softmax normalised over the queries (axis -2, dim=1 of a batch) instead of over the keys (the last axis)",
+        {"normalise": "softmax over queries"},
+    ),
+    Mistake("missing_scale", "scores not scaled by 1/sqrt(d_out) before the softmax", {"scale": "1"}),
+    Mistake("scale_by_d_in", "scores scaled by 1/sqrt(d_in) instead of 1/sqrt(d_out)", {"scale": "1/sqrt(d_in)"}),
+    Mistake("scale_not_sqrt", "scores divided by d_out instead of sqrt(d_out)", {"scale": "1/d_out"}),
+    Mistake("swapped_query_key", "scores computed as keys @ queries^T (= (Q K^T)^T)", {"scores": "keys @ queries^T"}),
+    Mistake("keys_from_values", "scores built from the values: queries @ values^T", {"scores": "queries @ values^T"}),
+    Mistake("no_softmax", "scaled scores used as weights without a softmax", {"normalise": "none"}),
+    Mistake(
+        "naive_normalisation",
+        "scores divided by their row sum instead of a softmax (section 3.3.1's naive normalisation)",
+        {"normalise": "divide by row sum"},
+    ),
+    Mistake("context_from_keys", "the weights applied to the keys instead of the values", {"context": "keys"}),
+    Mistake("weights_transposed", "context computed as attn_weights^T @ values", {"weights": "attn_weights^T"}),
+    Mistake(
+        "values_not_projected",
+        "the weights applied to the inputs x instead of the values x @ W_value (section 3.3's version)",
+        {"context": "x"},
+    ),
+    Mistake("missing_causal_mask", "no causal mask: every token also attends to the tokens after it", {}, True),
+)
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """A property of the output that is wrong whatever the mistake was."""
+
+    identifier: str
+    message: str
+
+
+@dataclass
+class Diagnosis:
+    """What ``diagnose`` found. ``matches`` lists the catalogued mistakes that reproduce the output.
+
+    ``correct`` is True when the output equals the reference; ``matches`` is then empty.
+    ``symptoms`` holds catalogue-free findings (``shape_mismatch``, ``non_finite``,
+    ``outside_value_range``); ``indistinguishable`` the mistakes that give the correct answer on
+    this input (so this input cannot rule them out, e.g. scale_not_sqrt when d_out = 1).
+    """
+
+    correct: bool
+    matches: tuple[str, ...]
+    symptoms: tuple[Symptom, ...]
+    indistinguishable: tuple[str, ...]
+    max_abs_diff: float | None
+    expected: np.ndarray
+    output: np.ndarray
+    shape_check: ShapeCheck
+    causal: bool = False
+    tolerance: tuple[float, float] = (1e-5, 1e-4)
+    candidates: tuple[str, ...] = field(default=())
+
+    @property
+    def identifiers(self) -> tuple[str, ...]:
+        """Every identifier reported: the matching mistakes, then the symptoms."""
+        return self.matches + tuple(s.identifier for s in self.symptoms)
+
+    def explain(self, identifier: str) -> str:
+        for mistake in CATALOGUE:
+            if mistake.identifier == identifier:
+                return mistake.explanation
+        for symptom in self.symptoms:
+            if symptom.identifier == identifier:
+                return symptom.message
+        raise KeyError(identifier)
+
+    def __str__(self) -> str:
+        kind = "causal self-attention" if self.causal else "self-attention"
+        lines = [f"diagnosis ({kind}, reference recomputed from x and the three weight matrices):"]
+        if self.correct:
+            lines.append(f"  correct: the output equals the reference (max |diff| {self.max_abs_diff:.1e})")
+        elif self.max_abs_diff is not None:
+            lines.append(f"  WRONG: max |output - reference| = {self.max_abs_diff:.4g}")
+        else:
+            lines.append("  WRONG: the output cannot be compared with the reference")
+        if self.matches:
+            lines.append("  the output is reproduced exactly by:")
+            lines += [f"    {m}: {self.explain(m)}" for m in self.matches]
+        elif not self.correct:
+            lines.append(f"  no catalogued mistake reproduces it ({len(self.candidates)} tried)")
+        if self.symptoms:
+            lines.append("  symptoms:")
+            lines += [f"    {s.identifier}: {s.message}" for s in self.symptoms]
+        if self.indistinguishable:
+            lines.append(
+                "  not ruled out (on this input they give the correct answer too): " + ", ".join(self.indistinguishable)
+            )
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> bool:
+    """Equal shapes and |a - b| <= atol + rtol * max|b| everywhere (NaN equal only to NaN)."""
+    if a.shape != b.shape:
+        return False
+    scale = float(np.max(np.abs(b[np.isfinite(b)]), initial=0.0))
+    return bool(np.allclose(a, b, rtol=0.0, atol=atol + rtol * scale, equal_nan=True))
+
+
+def _outside_value_range(output: np.ndarray, values: np.ndarray, atol: float) -> Symptom | None:
+    """A context vector must lie, column by column, between the smallest and largest value vector."""
+    if output.shape != values.shape or output.shape[-2] == 0:
+        return None
+    low = np.min(values, axis=-2, keepdims=True)
+    high = np.max(values, axis=-2, keepdims=True)
+    excess = np.maximum(low - output, output - high)  # > 0 outside the range
+    excess = np.where(np.isfinite(excess), excess, 0.0)
+    if not np.any(excess > atol):
+        return None
+    worst = np.unravel_index(int(np.argmax(excess)), excess.shape)
+    *lead, row, col = (int(i) for i in worst)
+    column = (*lead, 0, col)  # the column's range in this batch entry
+    lo, hi = float(low[column]), float(high[column])
+    where = f"row {row + 1}, column {col + 1}" + (f" (batch {lead[0]})" if lead else "")
+    count = int(np.count_nonzero(np.any(excess > atol, axis=-1)))
+    return Symptom(
+        "outside_value_range",
+        f"{count} context vector(s) leave the range of the value vectors: {where} is {float(output[worst]):.4f}, "
+        f"outside [{lo:.4f}, {hi:.4f}]; a correct context vector is a weighted average of value vectors "
+        "(weights >= 0 summing to 1 over the keys)",
+    )
+
+
+def diagnose(
+    x: Any,
+    weights: Mapping[str, Any],
+    output: Any,
+    *,
+    causal: bool = False,
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    catalogue: Sequence[Mistake] = CATALOGUE,
+) -> Diagnosis:
+    """Tell which known mistake, if any, produced ``output``.
+
+    Args:
+        x: the input the user's implementation received, (n, d_in) or (b, n, d_in).
+        weights: ``{"W_query", "W_key", "W_value"}`` -> (d_in, d_out) arrays (a state dict works;
+            ``"W_query.weight"`` keys of Linear layers are transposed).
+        output: what the user's implementation returned for x with these weights.
+        causal: the implementation is meant to be causal (section 3.5); adds ``missing_causal_mask``.
+        atol, rtol: "reproduces exactly" means |output - candidate| <= atol + rtol * max|candidate|.
+
+    Returns:
+        Diagnosis; ``matches`` lists every mistake that reproduces the output (several when they
+        coincide on this input), empty when the output is correct or no known mistake matches.
+
+    Raises:
+        ConfigError: a weight is missing. ShapeError, DTypeError: x or the weights do not fit.
+    """
+    x64, Wq, Wk, Wv = check_weights(x, weights)
+    out = np.asarray(as_array(to_numpy(output), "output"), dtype=np.float64)
+    expected = attention_variant(x64, Wq, Wk, Wv, causal=causal)
+    n_tokens = max(x64.shape[-2], 1)  # the prediction needs n >= 1; an empty input has nothing to predict
+    prediction = predict_shapes(n_tokens, Wq.shape[0], Wq.shape[1], batch=x64.shape[0] if x64.ndim == 3 else None)
+    shape_check = check_shapes(prediction, out)
+    candidates = [m for m in catalogue if causal or not m.causal_only]
+    symptoms: list[Symptom] = []
+    if out.shape != expected.shape:
+        symptoms.append(
+            Symptom(
+                "shape_mismatch",
+                f"output shape {out.shape}, expected {expected.shape}"
+                + ("; " + "; ".join(shape_check.advice) if shape_check.advice else ""),
+            )
+        )
+        max_diff = None
+    else:
+        with np.errstate(invalid="ignore"):
+            diff = np.where(out == expected, 0.0, np.abs(out - expected))
+        max_diff = float(np.max(np.where(np.isnan(diff), np.inf, diff), initial=0.0))
+    if not np.all(np.isfinite(out)):
+        bad = int(out.size - np.count_nonzero(np.isfinite(out)))
+        symptoms.append(Symptom("non_finite", f"{bad} of {out.size} output entries are NaN or inf"))
+    correct = _close(out, expected, atol, rtol)
+    matches: list[str] = []
+    indistinguishable: list[str] = []
+    with np.errstate(all="ignore"):
+        for mistake in candidates:
+            wrong = mistake.reproduce(x64, Wq, Wk, Wv, causal)
+            if _close(wrong, expected, atol, rtol):
+                indistinguishable.append(mistake.identifier)
+            elif not correct and _close(out, wrong, atol, rtol):
+                matches.append(mistake.identifier)
+    if not correct:
+        values = F.project_forward(x64, Wv)[0]
+        outside = _outside_value_range(out, values, atol + rtol * float(np.max(np.abs(values), initial=0.0)))
+        if outside is not None:
+            symptoms.append(outside)
+    return Diagnosis(
+        correct=correct,
+        matches=tuple(matches),
+        symptoms=tuple(symptoms),
+        indistinguishable=tuple(indistinguishable),
+        max_abs_diff=max_diff,
+        expected=expected,
+        output=out,
+        shape_check=shape_check,
+        causal=causal,
+        tolerance=(atol, rtol),
+        candidates=tuple(m.identifier for m in candidates),
+    )

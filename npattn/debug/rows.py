@@ -1,0 +1,175 @@
+"""The single-token check (the book's section 3.4): every token's context vector computed on its own,
+one query at a time, against the batched output's row (causal and per head as the module is)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from npattn._checks import as_array, check_positive_int
+from npattn.debug.formulas import WEIGHT_NAMES, kind_of
+from npattn.debug.trace import Trace, trace
+from npattn.debug.weights import check_weights, to_numpy, weights_of
+from npattn.errors import ConfigError, ShapeError
+from npattn.nn import functional as F
+from npattn.nn.attention import (
+    MultiHeadAttentionWrapper,
+)
+from npattn.nn.module import Module
+
+__all__ = ["RowCheck", "check_rows", "check_rows_of", "single_token_context"]
+
+
+@dataclass
+class RowCheck:
+    """Each token's context vector computed on its own vs the batched output's row."""
+
+    expected: np.ndarray
+    output: np.ndarray
+    row_diffs: np.ndarray
+    atol: float
+    tokens: Sequence[str] | None = None
+
+    @property
+    def worst_row(self) -> tuple[int, ...]:
+        """Index of the worst row: (row,) or (batch, row)."""
+        return tuple(int(i) for i in np.unravel_index(int(np.argmax(self.row_diffs)), self.row_diffs.shape))
+
+    @property
+    def max_diff(self) -> float:
+        return float(np.max(self.row_diffs)) if self.row_diffs.size else 0.0
+
+    @property
+    def bad_rows(self) -> list[tuple[int, ...]]:
+        return [tuple(int(i) for i in idx) for idx in np.argwhere(self.row_diffs > self.atol)]
+
+    @property
+    def passed(self) -> bool:
+        return not np.any(self.row_diffs > self.atol)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def _row_name(self, idx: tuple[int, ...]) -> str:
+        row = idx[-1]
+        name = f"row {row + 1}"
+        if self.tokens is not None and row < len(self.tokens):
+            name += f" ({self.tokens[row]})"
+        return name if len(idx) == 1 else f"batch {idx[0]}, {name}"
+
+    def __str__(self) -> str:
+        if self.row_diffs.size == 0:
+            return "single-token check: no rows to compare"
+        worst = self.worst_row
+        exp = ", ".join(f"{v:.4f}" for v in self.expected[worst])
+        got = ", ".join(f"{v:.4f}" for v in self.output[worst])
+        n_bad, n_all = len(self.bad_rows), self.row_diffs.size
+        verdict = "PASSED" if self.passed else f"FAILED ({n_bad} of {n_all} rows differ)"
+        return (
+            f"single-token check (each token's context vector computed on its own, section 3.4): {verdict}\n"
+            f"  worst: {self._row_name(worst)}: on its own [{exp}], batched [{got}], "
+            f"max |diff| {self.max_diff:.3e} (allowed {self.atol:.0e})"
+        )
+
+    __repr__ = __str__
+
+
+def single_token_context(
+    x: np.ndarray, W_query: np.ndarray, W_key: np.ndarray, W_value: np.ndarray, i: int, *, causal: bool = False
+) -> np.ndarray:
+    """The book's step-by-step computation for token i of x (n, d_in): context vector (d_out,)."""
+    query_i = x[i] @ W_query  # (d_out,)
+    keys = x @ W_key  # (n, d_out)
+    values = x @ W_value  # (n, d_out)
+    if causal:  # token i sees tokens 0..i only
+        keys, values = keys[: i + 1], values[: i + 1]
+    attn_scores_i = query_i @ keys.T  # (n,)
+    attn_weights_i = F.softmax(attn_scores_i / math.sqrt(keys.shape[-1]))  # (n,), sums to 1
+    return attn_weights_i @ values  # (d_out,)
+
+
+def check_rows(
+    x: Any,
+    weights: Mapping[str, Any] | Any,
+    output: Any,
+    *,
+    causal: bool = False,
+    num_heads: int = 1,
+    atol: float = 1e-5,
+    tokens: Sequence[str] | None = None,
+) -> RowCheck:
+    """The seed's verification: every row of the batched ``output`` against the same token's
+    context vector computed on its own (x (n, d_in) or (b, n, d_in); output like x with d_out
+    columns). ``weights`` is a mapping or an object holding W_query/W_key/W_value.
+
+    ``num_heads`` > 1: the weights' d_out columns are ``num_heads`` heads side by side (head i
+    uses columns i * d_out/num_heads onwards), each computed on its own and concatenated: the
+    output of MultiHeadAttentionWrapper (with its heads' weights concatenated) or the
+    ``merged_heads`` stage of MultiHeadAttention (before out_proj).
+
+    Raises:
+        ShapeError: ``output`` does not have the shape (..., n, d_out) the weights give.
+        ConfigError: num_heads not a positive integer dividing d_out.
+    """
+    if not isinstance(weights, Mapping):
+        weights = weights_of(weights)
+    x64, Wq, Wk, Wv = check_weights(x, weights)
+    out = np.asarray(as_array(to_numpy(output), "output"), dtype=np.float64)
+    d_out = Wq.shape[1]
+    h = check_positive_int(num_heads, "num_heads")
+    if d_out % h:
+        raise ConfigError(f"num_heads={h} does not divide the weights' d_out={d_out}")
+    expected_shape = (*x64.shape[:-1], d_out)
+    if out.shape != expected_shape:
+        raise ShapeError(f"output: expected shape {expected_shape} (one row of d_out per token), got {out.shape}")
+    flat_x = x64.reshape(-1, *x64.shape[-2:])
+    heads = [slice(i * d_out // h, (i + 1) * d_out // h) for i in range(h)]
+    expected = np.stack(
+        [
+            np.stack(
+                [
+                    np.concatenate(
+                        [single_token_context(xb, Wq[:, c], Wk[:, c], Wv[:, c], i, causal=causal) for c in heads]
+                    )
+                    for i in range(xb.shape[0])
+                ]
+            )
+            if xb.shape[0]
+            else np.zeros((0, d_out))
+            for xb in flat_x
+        ]
+    ).reshape(expected_shape)
+    row_diffs = np.max(np.abs(expected - out), axis=-1, initial=0.0)
+    return RowCheck(expected, out, row_diffs, atol, tokens)
+
+
+def check_rows_of(
+    module: Module, x: Any, output: Any = None, *, atol: float = 1e-5, tokens: Sequence[str] | None = None
+) -> RowCheck:
+    """``check_rows`` for one of npattn's attention classes (causal when it is, per head when it has
+    heads). ``output``: the module's output on x, or a Trace of it (default: run the module).
+    For MultiHeadAttention the rows checked are the ``merged_heads`` stage (before out_proj).
+
+    Raises:
+        ConfigError: not one of npattn's attention classes.
+    """
+    kind = kind_of(module)
+    if kind is None:
+        raise ConfigError(f"check_rows_of knows npattn's attention classes, got {type(module).__name__}")
+    if kind == "multihead" and not isinstance(output, Trace):
+        output = trace(module, x)
+    if isinstance(output, Trace):
+        output = output["merged_heads"] if kind == "multihead" else output.output
+    elif output is None:
+        output = module(x)
+    heads: Any = module.heads if isinstance(module, MultiHeadAttentionWrapper) else [module]
+    per_head = [weights_of(head) for head in heads]
+    weights = {n: np.concatenate([W[n] for W in per_head], axis=1) for n in WEIGHT_NAMES}
+    num_heads = getattr(module, "num_heads", 1)
+    return check_rows(x, weights, output, causal=kind != "self", num_heads=num_heads, atol=atol, tokens=tokens)
+
+

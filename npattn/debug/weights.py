@@ -1,0 +1,84 @@
+"""Weights and outputs of any implementation as NumPy arrays: npattn modules, torch modules, plain
+objects, mappings and state dicts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from npattn._checks import as_array
+from npattn.debug.formulas import WEIGHT_NAMES
+from npattn.errors import ConfigError, ShapeError
+
+__all__ = ["check_weights", "to_numpy", "weights_of"]
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """An ndarray from an ndarray, an npattn Parameter, a torch tensor (detached) or nested lists."""
+    if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor, without importing torch
+        value = value.detach().cpu().numpy()
+    elif hasattr(value, "numpy") and not isinstance(value, np.ndarray):
+        value = value.numpy()
+    return np.asarray(value)
+
+
+def weights_of(obj: Any, names: Sequence[str] = WEIGHT_NAMES) -> dict[str, np.ndarray]:
+    """The (d_in, d_out) weight matrices of a module, an object, or a mapping (a state dict).
+
+    Accepts for each name: an array or Parameter (used as it is, (d_in, d_out)), or a Linear-like
+    layer with ``.weight`` (out_features, in_features), whose transpose is used. In a mapping,
+    ``"W_query.weight"`` keys (a state dict of Linear layers) are transposed the same way.
+
+    Raises:
+        ConfigError: a weight is missing (the message lists what was found).
+    """
+    out: dict[str, np.ndarray] = {}
+    missing = []
+    for name in names:
+        if isinstance(obj, Mapping):
+            if name in obj:
+                out[name] = as_array(to_numpy(obj[name]), name)
+            elif f"{name}.weight" in obj:
+                out[name] = as_array(to_numpy(obj[f"{name}.weight"]), name).T
+            else:
+                missing.append(name)
+            continue
+        attr = getattr(obj, name, None)
+        if attr is None:
+            missing.append(name)
+        elif hasattr(attr, "weight") and not isinstance(attr, np.ndarray):
+            out[name] = as_array(to_numpy(attr.weight), f"{name}.weight").T
+        else:
+            out[name] = as_array(to_numpy(attr), name)
+    if missing:
+        have = sorted(map(str, obj)) if isinstance(obj, Mapping) else [a for a in dir(obj) if a.startswith("W_")]
+        raise ConfigError(
+            f"{type(obj).__name__} has no {', '.join(missing)} (expected {', '.join(names)}; found: "
+            f"{', '.join(have) or 'nothing of the kind'})"
+        )
+    return out
+
+
+def check_weights(x: Any, weights: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Validate x (..., n, d_in) and the three (d_in, d_out) weights; returns float64 copies.
+
+    Raises:
+        ConfigError: a weight missing. ShapeError: shapes that do not fit together.
+    """
+    W = weights_of(weights)
+    x64 = np.asarray(as_array(to_numpy(x), "x"), dtype=np.float64)
+    if x64.ndim < 2:
+        raise ShapeError(f"x: expected shape (n, d_in) or (batch, n, d_in), got {x64.shape}")
+    d_in = x64.shape[-1]
+    d_out = W["W_query"].shape[-1] if W["W_query"].ndim == 2 else None
+    for name, w in W.items():
+        if w.ndim != 2 or w.shape != (d_in, d_out):
+            raise ShapeError(
+                f"{name}: expected shape (d_in={d_in}, d_out) with the same d_out for all three weights "
+                f"(W_query is {W['W_query'].shape}), got {w.shape}"
+            )
+    return (x64, *(np.asarray(W[n], dtype=np.float64) for n in WEIGHT_NAMES))  # type: ignore[return-value]
+
+

@@ -1,0 +1,181 @@
+"""Tiled stages 2-5 in O(n) memory: FlashAttention's algorithm, in NumPy, with a hand-derived backward.
+
+No n x m matrix is ever formed. The forward walks over key/value blocks with an online softmax
+(a running row maximum mx and a running row sum l) and keeps only the output and the per-row
+log-sum-exp L; the backward recomputes each block's weights from L. For one query block Q_i and key
+blocks K_j, V_j (scale folded into the queries: q = scale * queries):
+
+    forward                                             reference line it stands for
+    S      = q_i K_j^T                  (bq, bk)        attn_scores * scale (one block)
+    mx_new = max(mx, rowmax(S))                         softmax's row maximum, so far
+    P~     = exp(S - mx_new)                            exp(z - z_max), this block
+    alpha  = exp(mx - mx_new)                           rescales what was summed before
+    l      = alpha * l + rowsum(P~)                     softmax's denominator, so far
+    acc    = alpha * acc + P~ V_j                       context_vec * l, so far
+    ... after the last block: O_i = acc / l,  L_i = mx + log(l)
+
+    backward (G = d context_vec; D = rowsum(G * O) = rowsum(dA * A), FlashAttention's D)
+    P      = exp(q_i K_j^T - L_i)                       attn_weights (one block), recomputed
+    dV_j  += P^T G_i                                    d_values = A^T G
+    dS     = P * (G_i V_j^T - D_i)                      softmax_backward: A * (dA - rowsum(dA * A))
+    dQ_i  += scale * dS K_j,   dK_j += dS^T q_i          scores_backward (and the scale)
+
+Row sums come out of the matrix products ([V_j, 1] gives P~ V_j and rowsum(P~) in one call), and
+subtracting L_i and D_i is folded into them too ([q_i, -L_i] @ [K_j, 1]^T), so the elementwise work
+per block is: max, subtract, exp (forward); exp, multiply (backward); on the rows split over the
+cores. ``causal=True`` (the book's mask: key j > query i masked) skips every block that lies wholly
+above the diagonal, and in a block the diagonal crosses, the query rows that precede every key of
+the block; it masks only what is left of the diagonal's band. Any n and m: the last block of
+each axis is simply shorter. Memory: O((n + m) k) plus one (bq, bk) block of scores per step.
+As in ``npattn.fused``, weights are kept at or above exp(flush_below) (float32 1e-31) so that none
+is subnormal (``blocks.flush_below``); masked weights are exactly 0.
+Dropout is not tiled: ``npattn.kernels.attention`` runs the reference path when dropout is on.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import numpy as np
+
+from npattn._checks import check_positive_int
+from npattn.kernels.blocks import augment, causal_fill, check_qkv, flat, flush_below, row_dot, run_rows
+
+__all__ = ["DEFAULT_BLOCK_K", "DEFAULT_BLOCK_Q", "tiled_backward", "tiled_forward"]
+
+DEFAULT_BLOCK_Q = 1024
+DEFAULT_BLOCK_K = 512
+"""Default block sizes: a (1024, 512) float32 block of scores is 2 MiB, split over two cores (2 MiB L2 each)."""
+
+
+def _blocks(size: int, block: int) -> list[tuple[int, int]]:
+    return [(a, min(a + block, size)) for a in range(0, size, block)]
+
+
+def _visible(a: int, b: int, k0: int, causal: bool) -> bool:
+    """Whether key block [k0, ...) has any key that query rows [a, b) may see (key <= query)."""
+    return not causal or k0 <= b - 1
+
+
+def _first_row(a: int, k0: int, causal: bool) -> int:
+    """First query row (from a on) that may see a key of the block starting at k0."""
+    return max(a, k0) if causal else a
+
+
+def _crosses(a: int, k0: int, k1: int, causal: bool) -> bool:
+    """Whether the causal diagonal masks part of key block [k0, k1) for query rows from a on."""
+    return causal and k1 - 1 > a
+
+
+def _online_softmax_rows(S: np.ndarray, mx: np.ndarray, alpha: np.ndarray, r0: int, r1: int) -> None:
+    """Rows r0:r1 of a block: mx <- max(mx, rowmax(S)), alpha = exp(mx_old - mx), S <- exp(S - mx)."""
+    block = S[r0:r1]
+    m_old = mx[r0:r1].copy()
+    np.maximum(m_old, block.max(axis=1), out=mx[r0:r1])
+    block -= mx[r0:r1, None]
+    np.maximum(block, flush_below(block.dtype), out=block)  # no subnormal weights
+    np.exp(block, out=block)
+    np.exp(m_old - mx[r0:r1], out=alpha[r0:r1])
+
+
+def _exp_rows(S: np.ndarray, r0: int, r1: int) -> None:
+    """Rows r0:r1: S <- exp(max(S, flush_below)) in place (as in the forward)."""
+    block = S[r0:r1]
+    np.maximum(block, flush_below(block.dtype), out=block)
+    np.exp(block, out=block)
+
+
+def _multiply_rows(dS: np.ndarray, P: np.ndarray, r0: int, r1: int) -> None:
+    np.multiply(dS[r0:r1], P[r0:r1], out=dS[r0:r1])
+
+
+def tiled_forward(
+    queries: np.ndarray,
+    keys: np.ndarray,
+    values: np.ndarray,
+    *,
+    causal: bool = False,
+    block_q: int = DEFAULT_BLOCK_Q,
+    block_k: int = DEFAULT_BLOCK_K,
+) -> tuple[np.ndarray, tuple]:
+    """Stages 2 to 5 tiled: (..., n, k), (..., m, k), (..., m, kv) -> context_vec (..., n, kv).
+
+    Keeps only O((n + m) k) for the backward: the inputs, the output and L (..., n).
+
+    Raises:
+        ShapeError, DTypeError: see ``npattn.kernels.blocks.check_qkv``.
+        ConfigError: block_q or block_k not a positive integer.
+    """
+    check_qkv(queries, keys, values)
+    block_q = check_positive_int(block_q, "block_q")
+    block_k = check_positive_int(block_k, "block_k")
+    lead = queries.shape[:-2]
+    n, m, kv = queries.shape[-2], keys.shape[-2], values.shape[-1]
+    scale = 1.0 / math.sqrt(keys.shape[-1])
+    q = flat(queries * queries.dtype.type(scale))
+    k, v = flat(keys), flat(values)
+    v_aug = augment(v, 1.0)
+    dtype = q.dtype
+    out = np.empty((q.shape[0], n, kv), dtype=dtype)
+    L = np.empty((q.shape[0], n), dtype=dtype)
+    for b in range(q.shape[0]):
+        for a, e in _blocks(n, block_q):
+            mx = np.full(e - a, -np.inf, dtype=dtype)
+            alpha = np.empty(e - a, dtype=dtype)
+            acc = np.zeros((e - a, kv + 1), dtype=dtype)  # [alpha-rescaled P~ V, l]
+            for k0, k1 in _blocks(m, block_k):
+                if not _visible(a, e, k0, causal):
+                    break
+                r = _first_row(a, k0, causal)  # rows a .. r - 1 see no key of this block
+                S = q[b, r:e] @ k[b, k0:k1].T
+                if _crosses(r, k0, k1, causal):
+                    causal_fill(S, r, k0, -np.inf)
+                run_rows(partial(_online_softmax_rows, S, mx[r - a :], alpha[r - a :]), e - r, k1 - k0)
+                if _crosses(r, k0, k1, causal):
+                    causal_fill(S, r, k0, 0.0)  # masked weights exactly 0
+                acc[r - a :] *= alpha[r - a :, None]
+                acc[r - a :] += S @ v_aug[b, k0:k1]
+            l = acc[:, kv]
+            np.divide(acc[:, :kv], l[:, None], out=out[b, a:e])
+            L[b, a:e] = mx + np.log(l)
+    context_vec = out.reshape(*lead, n, kv)
+    return context_vec, (q, k, v_aug, out, L, scale, causal, block_q, block_k)
+
+
+def tiled_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns (d_queries, d_keys, d_values), recomputing each block's weights from L."""
+    # forward: context_vec = softmax(q k^T) v, block by block; L = rowmax + log(rowsum)
+    q, k, v_aug, out, L, scale, causal, block_q, block_k = cache
+    lead = d_context_vec.shape[:-2]
+    B, n, kv = out.shape
+    m = k.shape[1]
+    G = flat(d_context_vec).astype(q.dtype, copy=False)
+    D = row_dot(G, out)  # rowsum(G * O) = rowsum(dA * A)
+    q_L = augment(q, -L)  # [q, -L] @ [k, 1]^T = q k^T - L
+    k_1 = augment(k, 1.0)
+    G_D = augment(G, -D)  # [G, -D] @ [v, 1]^T = G v^T - D
+    d_queries = np.zeros_like(q)
+    d_keys = np.zeros_like(k)
+    d_values = np.zeros((B, m, kv), dtype=q.dtype)
+    for b in range(B):
+        for a, e in _blocks(n, block_q):
+            for k0, k1 in _blocks(m, block_k):
+                if not _visible(a, e, k0, causal):
+                    break
+                r = _first_row(a, k0, causal)
+                P = q_L[b, r:e] @ k_1[b, k0:k1].T  # scores - L
+                run_rows(partial(_exp_rows, P), e - r, k1 - k0)
+                if _crosses(r, k0, k1, causal):
+                    causal_fill(P, r, k0, 0.0)  # masked weights exactly 0
+                d_values[b, k0:k1] += P.T @ G[b, r:e]
+                dS = G_D[b, r:e] @ v_aug[b, k0:k1].T  # dA - D
+                run_rows(partial(_multiply_rows, dS, P), e - r, k1 - k0)
+                d_queries[b, r:e] += dS @ k[b, k0:k1]
+                d_keys[b, k0:k1] += dS.T @ q[b, r:e]
+    d_queries *= d_queries.dtype.type(scale)
+    return (
+        d_queries.reshape(*lead, n, -1),
+        d_keys.reshape(*lead, m, -1),
+        d_values.reshape(*lead, m, kv),
+    )

@@ -1,0 +1,38 @@
+"""``npattn.nn``: the module system and the layers, named and laid out like ``torch.nn``.
+
+    functional/     stage forward/backward pairs (the math, written once)
+    module.py       Parameter, Module, ModuleList
+    layers.py       Linear, Dropout
+    losses.py       MSELoss, CrossEntropyLoss (and their functional pairs)
+    attention.py    the chapter-3 classes: SelfAttention_v1/v2, CausalAttention,
+                    MultiHeadAttentionWrapper, MultiHeadAttention
+"""
+
+from npattn.nn import functional
+from npattn.nn.attention import (
+    CausalAttention,
+    MultiHeadAttention,
+    MultiHeadAttentionWrapper,
+    SelfAttention_v1,
+    SelfAttention_v2,
+)
+from npattn.nn.layers import Dropout, Linear
+from npattn.nn.losses import CrossEntropyLoss, MSELoss
+from npattn.nn.module import IncompatibleKeys, Module, ModuleList, Parameter
+
+__all__ = [
+    "CausalAttention",
+    "CrossEntropyLoss",
+    "Dropout",
+    "IncompatibleKeys",
+    "Linear",
+    "MSELoss",
+    "Module",
+    "ModuleList",
+    "MultiHeadAttention",
+    "MultiHeadAttentionWrapper",
+    "Parameter",
+    "SelfAttention_v1",
+    "SelfAttention_v2",
+    "functional",
+]

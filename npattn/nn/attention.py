@@ -1,0 +1,452 @@
+"""The attention classes of chapter 3, composed from the stage pairs in ``npattn.functional``.
+
+Each class's forward runs the named stages and keeps their caches; its backward runs the same
+stages' backward functions in reverse. No backward math lives here: only the order of the stages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from npattn import kernels
+from npattn._checks import (
+    as_batched_input,
+    as_input,
+    check_bool,
+    check_grad_output,
+    check_positive_int,
+    check_probability,
+)
+from npattn.errors import ConfigError, ShapeError
+from npattn.nn import functional as F
+from npattn.nn.functional import Recorder
+from npattn.nn.layers import Dropout, Linear
+from npattn.nn.module import Module, ModuleList, Parameter
+from npattn.random import RNGLike, resolve_rng, uniform_init
+
+__all__ = [
+    "CausalAttention",
+    "MultiHeadAttention",
+    "MultiHeadAttentionWrapper",
+    "SelfAttention_v1",
+    "SelfAttention_v2",
+]
+
+
+class SelfAttention_v1(Module):
+    """Self-attention with three trainable (d_in, d_out) matrices (the book's section 3.4.2).
+
+    ``W_query``, ``W_key`` and ``W_value`` start uniform on [0, 1), drawn in that order like the
+    book's ``torch.rand(d_in, d_out)``: ``rng=123`` (or ``TorchGenerator(123)``) gives the book's
+    numbers. Values are drawn in float32 and then cast to ``dtype``.
+
+    ``impl`` picks how stages 2-5 run ("auto", "reference", "fused", "tiled"; see
+    ``npattn.kernels``); every choice gives the same numbers to rounding. While ``trace`` records,
+    the reference path runs whatever ``impl`` says.
+
+    forward: x (n, d_in) -> context_vec (n, d_out); a batch (b, n, d_in) -> (b, n, d_out).
+    x is converted to the parameters' dtype.
+
+    Raises:
+        ConfigError: d_in or d_out not a positive integer; rng of an unknown kind; unknown impl.
+        ShapeError, DTypeError: from forward, for an input of the wrong shape or kind.
+        BackwardError: backward before any forward.
+    """
+
+    def __init__(
+        self, d_in: int, d_out: int, *, rng: RNGLike = None, dtype: Any = np.float32, impl: str = "auto"
+    ) -> None:
+        super().__init__()
+        self.impl = kernels.check_impl(impl)
+        self.d_in = check_positive_int(d_in, "d_in")
+        self.d_out = check_positive_int(d_out, "d_out")
+        generator = resolve_rng(rng)
+        shape = (self.d_in, self.d_out)
+        self.W_query = Parameter(uniform_init(generator, shape, 0.0, 1.0, dtype))
+        self.W_key = Parameter(uniform_init(generator, shape, 0.0, 1.0, dtype))
+        self.W_value = Parameter(uniform_init(generator, shape, 0.0, 1.0, dtype))
+
+    def extra_repr(self) -> str:
+        impl = "" if self.impl == "auto" else f", impl={self.impl!r}"
+        return f"d_in={self.d_in}, d_out={self.d_out}{impl}"
+
+    def forward(self, x: Any) -> np.ndarray:
+        """x (n, d_in) or (b, n, d_in) -> context_vec (n, d_out) or (b, n, d_out)."""
+        x = as_input(x, self.d_in, self.W_query.dtype)
+        record = self._record()
+        if record:
+            record("x", x)
+        # Stage 1: project the same input three ways.
+        queries, c_query = F.project_forward(x, self.W_query.data)
+        keys, c_key = F.project_forward(x, self.W_key.data)
+        values, c_value = F.project_forward(x, self.W_value.data)
+        if record:
+            record("queries", queries)
+            record("keys", keys)
+            record("values", values)
+        # Stages 2-5: scores, scale + softmax, weights, context.
+        context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
+        self._cache = (c_query, c_key, c_value, c_attention, context_vec.shape)
+        return context_vec
+
+    def backward(self, grad_output: Any) -> np.ndarray:
+        """grad_output (like the output) -> dx (like x); accumulates into W_query/W_key/W_value.grad."""
+        c_query, c_key, c_value, c_attention, out_shape = self._saved()
+        d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.dtype)
+        d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
+        dx_query, dW_query = F.project_backward(d_queries, c_query)
+        dx_key, dW_key = F.project_backward(d_keys, c_key)
+        dx_value, dW_value = F.project_backward(d_values, c_value)
+        self.W_query.grad += dW_query
+        self.W_key.grad += dW_key
+        self.W_value.grad += dW_value
+        # x feeds all three projections, so its gradient sums the three paths.
+        return dx_query + dx_key + dx_value
+
+
+class _ProjectedAttention(Module):
+    """What SelfAttention_v2, CausalAttention and MultiHeadAttention share: three ``Linear``
+    projections (stage 1) and, for the causal classes, the ``mask`` buffer and a ``Dropout``."""
+
+    W_query: Linear
+    W_key: Linear
+    W_value: Linear
+    dropout: Dropout
+    mask: np.ndarray
+
+    def _init_projections(self, d_in: Any, d_out: Any, qkv_bias: Any, generator: Any, dtype: Any, impl: Any) -> None:
+        """W_query, W_key, W_value: Linear(d_in, d_out, bias=qkv_bias), drawn in that order; ``impl``
+        picks how stages 2-5 run (``npattn.kernels``)."""
+        self.impl = kernels.check_impl(impl)
+        self.d_in = check_positive_int(d_in, "d_in")
+        self.d_out = check_positive_int(d_out, "d_out")
+        self.qkv_bias = check_bool(qkv_bias, "qkv_bias")
+        self.W_query = Linear(self.d_in, self.d_out, bias=self.qkv_bias, rng=generator, dtype=dtype)
+        self.W_key = Linear(self.d_in, self.d_out, bias=self.qkv_bias, rng=generator, dtype=dtype)
+        self.W_value = Linear(self.d_in, self.d_out, bias=self.qkv_bias, rng=generator, dtype=dtype)
+
+    def _init_causal(self, context_length: Any, dropout: Any, generator: Any) -> None:
+        """self.dropout = Dropout(dropout) (drawing from the module's generator) and the ``mask``
+        buffer: bool (context_length, context_length), True above the diagonal.
+
+        The book registers ``torch.triu(torch.ones(...), diagonal=1)``, a float 0/1 tensor, and
+        converts it with ``.bool()`` in every forward; npattn stores the bool mask itself. A book
+        state dict's float mask loads into it (0/1 values only), and npattn's bool mask loads into
+        the book's float buffer.
+        """
+        self.context_length = check_positive_int(context_length, "context_length")
+        self.dropout = Dropout(check_probability(dropout, "dropout"), rng=generator)
+        self.register_buffer("mask", F.causal_mask(self.context_length))
+
+    def _project(self, x: np.ndarray, record: Recorder | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Stage 1: x (..., n, d_in) -> queries, keys, values (..., n, d_out)."""
+        if record:
+            record("x", x)
+        queries = self.W_query(x)
+        keys = self.W_key(x)
+        values = self.W_value(x)
+        if record:
+            record("queries", queries)
+            record("keys", keys)
+            record("values", values)
+        return queries, keys, values
+
+    def _project_backward(self, d_queries: np.ndarray, d_keys: np.ndarray, d_values: np.ndarray) -> np.ndarray:
+        """Stage 1 in reverse; x feeds all three projections, so its gradient sums the three paths."""
+        return self.W_query.backward(d_queries) + self.W_key.backward(d_keys) + self.W_value.backward(d_values)
+
+    def backward(self, grad_output: Any) -> np.ndarray:
+        """grad_output (like the output) -> dx (like x); accumulates into every Linear's grads.
+
+        Stages 5 to 2 (``kernels.attention_backward``), then stage 1 (the three Linears).
+        """
+        c_attention, out_shape = self._saved()
+        d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.weight.dtype)
+        d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
+        return self._project_backward(d_queries, d_keys, d_values)
+
+    def _causal_input(self, x: Any) -> tuple[np.ndarray, dict[str, Any]]:
+        """Validate a batch (b, n, d_in) with n <= context_length; returns x and the mask argument
+        of ``kernels.attention``: ``causal=True`` when mask[:n, :n] is the book's causal mask (any
+        impl may run), else the explicit ``mask=`` (the reference path runs)."""
+        x = as_batched_input(x, self.d_in, self.W_query.weight.dtype)
+        n = x.shape[1]
+        if n > self.context_length:
+            raise ShapeError(
+                f"x: sequence length n={n} exceeds context_length={self.context_length} (the causal mask is "
+                f"{self.context_length} x {self.context_length}); build the module with context_length >= {n}"
+            )
+        mask = self.mask[:n, :n]
+        if np.array_equal(mask, F.causal_mask(n)):
+            return x, {"causal": True}
+        return x, {"mask": mask}
+
+    def _dropout_args(self, shape: tuple[int, ...]) -> dict[str, Any]:
+        """Stage 4's arguments for kernels.attention: the keep mask (None = identity) and p."""
+        return {"dropout_keep": self.dropout.keep_mask(shape), "dropout_p": self.dropout.p}
+
+
+class SelfAttention_v2(_ProjectedAttention):
+    """Self-attention with ``nn.Linear`` projections (the book's section 3.4.2, listing 3.2).
+
+    ``W_query``, ``W_key``, ``W_value`` are ``Linear(d_in, d_out, bias=qkv_bias)`` with PyTorch's
+    default init, drawn in that order: ``rng=789`` gives the book's numbers.
+
+    ``impl`` ("auto", "reference", "fused", "tiled") picks how stages 2-5 run, as for
+    ``SelfAttention_v1``; the reference path runs while tracing, with dropout in training mode,
+    and when the ``mask`` buffer is not the book's causal mask.
+
+    forward: x (n, d_in) -> context_vec (n, d_out); a batch (b, n, d_in) -> (b, n, d_out).
+
+    Raises:
+        ConfigError: d_in or d_out not a positive integer; qkv_bias not a bool; a bad rng.
+        ShapeError, DTypeError: from forward, for an input of the wrong shape or kind.
+        BackwardError: backward before any forward.
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        qkv_bias: bool = False,
+        *,
+        rng: RNGLike = None,
+        dtype: Any = np.float32,
+        impl: str = "auto",
+    ) -> None:
+        super().__init__()
+        self._init_projections(d_in, d_out, qkv_bias, resolve_rng(rng), dtype, impl)
+
+    def extra_repr(self) -> str:
+        return f"d_in={self.d_in}, d_out={self.d_out}, qkv_bias={self.qkv_bias}"
+
+    def forward(self, x: Any) -> np.ndarray:
+        """x (n, d_in) or (b, n, d_in) -> context_vec (n, d_out) or (b, n, d_out)."""
+        x = as_input(x, self.d_in, self.W_query.weight.dtype)
+        record = self._record()
+        queries, keys, values = self._project(x, record)
+        # Stages 2-5: scores, scale + softmax, weights, context.
+        context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
+        self._cache = (c_attention, context_vec.shape)
+        return context_vec
+
+
+class CausalAttention(_ProjectedAttention):
+    """Causal self-attention with dropout on the attention weights (the book's listing 3.3).
+
+    Token i attends to tokens 0..i only: the ``mask`` buffer (bool, True above the diagonal) sets
+    later tokens' scores to -inf before the softmax. ``dropout`` is the probability of dropping an
+    attention weight in training mode (``self.dropout``, a ``Dropout``; call ``eval()`` to turn it
+    off). Construction draws W_query, W_key, W_value like the book: ``rng=123`` gives its numbers.
+
+    ``impl`` ("auto", "reference", "fused", "tiled") picks how stages 2-5 run, as for
+    ``SelfAttention_v1``; the reference path runs while tracing, with dropout in training mode,
+    and when the ``mask`` buffer is not the book's causal mask.
+
+    forward: x (b, n, d_in) with n <= context_length -> context_vec (b, n, d_out).
+
+    Raises:
+        ConfigError: d_in, d_out, context_length not positive integers; dropout outside [0, 1);
+            qkv_bias not a bool; a bad rng.
+        ShapeError: x not (b, n, d_in), or n > context_length. DTypeError: non-numeric x.
+        BackwardError: backward before any forward.
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        dropout: float,
+        qkv_bias: bool = False,
+        *,
+        rng: RNGLike = None,
+        dtype: Any = np.float32,
+        impl: str = "auto",
+    ) -> None:
+        super().__init__()
+        generator = resolve_rng(rng)
+        self._init_projections(d_in, d_out, qkv_bias, generator, dtype, impl)
+        self._init_causal(context_length, dropout, generator)
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_in={self.d_in}, d_out={self.d_out}, context_length={self.context_length}, "
+            f"dropout={self.dropout.p}, qkv_bias={self.qkv_bias}"
+        )
+
+    def forward(self, x: Any) -> np.ndarray:
+        """x (b, n, d_in) -> context_vec (b, n, d_out)."""
+        x, mask_arg = self._causal_input(x)
+        record = self._record()
+        queries, keys, values = self._project(x, record)
+        b, n = x.shape[:2]
+        # Stages 2-5: scores, causal mask + scale + softmax, dropout, context.
+        context_vec, c_attention = kernels.attention(
+            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, n, n)), record=record
+        )
+        self._cache = (c_attention, context_vec.shape)
+        return context_vec
+
+
+class MultiHeadAttentionWrapper(Module):
+    """``num_heads`` independent ``CausalAttention`` heads side by side (the book's listing 3.4).
+
+    ``heads`` is a ``ModuleList``; head i's parameters are ``heads.i.W_query.weight``, ... Heads are
+    built in order from one generator, like the book's list comprehension after one seed.
+
+    ``impl`` ("auto", "reference", "fused", "tiled") picks how stages 2-5 run, as for
+    ``SelfAttention_v1``; the reference path runs while tracing, with dropout in training mode,
+    and when the ``mask`` buffer is not the book's causal mask.
+
+    forward: x (b, n, d_in) -> (b, n, d_out * num_heads), the heads' outputs concatenated.
+
+    Raises:
+        ConfigError: any argument out of range (see CausalAttention; num_heads a positive integer).
+        ShapeError, DTypeError, BackwardError: as CausalAttention.
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        dropout: float,
+        num_heads: int,
+        qkv_bias: bool = False,
+        *,
+        rng: RNGLike = None,
+        dtype: Any = np.float32,
+        impl: str = "auto",
+    ) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        generator = resolve_rng(rng)
+        self.heads = ModuleList(
+            [
+                CausalAttention(d_in, d_out, context_length, dropout, qkv_bias, rng=generator, dtype=dtype, impl=impl)
+                for _ in range(self.num_heads)
+            ]
+        )
+
+    def extra_repr(self) -> str:
+        head: Any = self.heads[0]
+        return f"{head.extra_repr()}, num_heads={self.num_heads}"
+
+    def forward(self, x: Any) -> np.ndarray:
+        """x (b, n, d_in) -> (b, n, d_out * num_heads)."""
+        record = self._record()
+        outputs = []
+        for i, head in enumerate(self.heads):
+            # While tracing, each head records its stages as "heads.i.<stage>".
+            own = head._recorder
+            if record:
+                head._recorder = lambda name, arr, i=i: record(f"heads.{i}.{name}", arr)
+            try:
+                outputs.append(head(x))
+            finally:
+                head._recorder = own
+        context_vec, c_concat = F.concat_forward(outputs)
+        if record:
+            record("context_vec", context_vec)
+        self._cache = (c_concat, context_vec.shape, outputs[0].dtype)
+        return context_vec
+
+    def backward(self, grad_output: Any) -> np.ndarray:
+        """grad_output (b, n, d_out * num_heads) -> dx (b, n, d_in); accumulates every head's grads."""
+        c_concat, out_shape, dtype = self._saved()
+        d_context_vec = check_grad_output(grad_output, out_shape, dtype)
+        d_heads = F.concat_backward(d_context_vec, c_concat)
+        return sum(head.backward(d_head) for head, d_head in zip(self.heads, d_heads))
+
+
+class MultiHeadAttention(_ProjectedAttention):
+    """Multi-head causal attention with split weights and an output projection (listing 3.5).
+
+    One ``Linear(d_in, d_out)`` each for W_query, W_key, W_value; their outputs are split into
+    ``num_heads`` heads of ``head_dim = d_out // num_heads`` columns, each head runs causal attention
+    with scale 1/sqrt(head_dim), the heads are merged back to d_out columns, and ``out_proj``
+    (``Linear(d_out, d_out)``, with bias) mixes them. Drawn in the book's order (W_query, W_key,
+    W_value, out_proj): ``rng=123`` gives its numbers.
+
+    ``impl`` ("auto", "reference", "fused", "tiled") picks how stages 2-5 run, as for
+    ``SelfAttention_v1``; the reference path runs while tracing, with dropout in training mode,
+    and when the ``mask`` buffer is not the book's causal mask.
+
+    forward: x (b, n, d_in) with n <= context_length -> context_vec (b, n, d_out).
+
+    Raises:
+        ConfigError: as CausalAttention; num_heads not a positive integer or not dividing d_out.
+        ShapeError, DTypeError, BackwardError: as CausalAttention.
+    """
+
+    def __init__(
+        self,
+        d_in: int,
+        d_out: int,
+        context_length: int,
+        dropout: float,
+        num_heads: int,
+        qkv_bias: bool = False,
+        *,
+        rng: RNGLike = None,
+        dtype: Any = np.float32,
+        impl: str = "auto",
+    ) -> None:
+        super().__init__()
+        self.num_heads = check_positive_int(num_heads, "num_heads")
+        d_out = check_positive_int(d_out, "d_out")
+        if d_out % self.num_heads:
+            raise ConfigError(
+                f"d_out must be divisible by num_heads, got d_out={d_out} and num_heads={self.num_heads} "
+                f"(remainder {d_out % self.num_heads})"
+            )
+        self.head_dim = d_out // self.num_heads
+        generator = resolve_rng(rng)
+        self._init_projections(d_in, d_out, qkv_bias, generator, dtype, impl)
+        self.out_proj = Linear(d_out, d_out, rng=generator, dtype=dtype)
+        self._init_causal(context_length, dropout, generator)
+
+    def extra_repr(self) -> str:
+        return (
+            f"d_in={self.d_in}, d_out={self.d_out}, context_length={self.context_length}, "
+            f"dropout={self.dropout.p}, num_heads={self.num_heads}, qkv_bias={self.qkv_bias}"
+        )
+
+    def forward(self, x: Any) -> np.ndarray:
+        """x (b, n, d_in) -> context_vec (b, n, d_out)."""
+        x, mask_arg = self._causal_input(x)
+        record = self._record()
+        queries, keys, values = self._project(x, record)
+        b, n = x.shape[:2]
+        h = self.num_heads
+        # (b, n, d_out) -> (b, num_heads, n, head_dim): the heads become a batch axis.
+        queries, c_split_q = F.split_heads_forward(queries, h)
+        keys, c_split_k = F.split_heads_forward(keys, h)
+        values, c_split_v = F.split_heads_forward(values, h)
+        # Stages 2-5 in every head at once, scale 1/sqrt(head_dim).
+        context_vec, c_attention = kernels.attention(
+            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, h, n, n)), record=record
+        )
+        # (b, num_heads, n, head_dim) -> (b, n, d_out), then the output projection.
+        merged, c_merge = F.merge_heads_forward(context_vec)
+        if record:
+            record("merged_heads", merged)
+        context_vec = self.out_proj(merged)
+        if record:
+            record("out_proj", context_vec)
+        self._cache = (c_split_q, c_split_k, c_split_v, c_attention, c_merge)
+        return context_vec
+
+    def backward(self, grad_output: Any) -> np.ndarray:
+        """grad_output (b, n, d_out) -> dx (b, n, d_in); accumulates into every Linear's grads."""
+        c_split_q, c_split_k, c_split_v, c_attention, c_merge = self._saved()
+        d_merged = self.out_proj.backward(grad_output)
+        (d_context_vec,) = F.merge_heads_backward(d_merged, c_merge)
+        d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
+        (d_queries,) = F.split_heads_backward(d_queries, c_split_q)
+        (d_keys,) = F.split_heads_backward(d_keys, c_split_k)
+        (d_values,) = F.split_heads_backward(d_values, c_split_v)
+        return self._project_backward(d_queries, d_keys, d_values)

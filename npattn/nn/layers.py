@@ -1,0 +1,166 @@
+"""Linear and Dropout: PyTorch's ``nn.Linear`` and ``nn.Dropout``, built from the stage pairs.
+
+``Linear`` is stage 1 (project) with PyTorch's layout, weight (out_features, in_features) and
+``y = x @ weight^T + bias``, plus the bias stage. ``Dropout`` is stage 4 (weights) as a layer: it
+owns the random keep mask; the attention classes ask it for the mask (``keep_mask``) and hand it
+to ``F.attention_forward``, so the dropout math lives only in ``F.dropout_forward/backward``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from npattn._checks import as_array, as_features, check_bool, check_grad_output, check_positive_int, check_probability
+from npattn.errors import DTypeError, ShapeError
+from npattn.nn import functional as F
+from npattn.nn.module import Module, Parameter
+from npattn.random import RNGLike, linear_init_bounds, resolve_rng, uniform_init
+
+__all__ = ["Dropout", "Linear"]
+
+
+class Linear(Module):
+    """``nn.Linear``: y = x @ weight^T + bias, weight (out_features, in_features), bias (out_features,).
+
+    Initialised like PyTorch: weight then bias, each uniform on about [-1/sqrt(in), 1/sqrt(in)],
+    drawn in float32 from ``rng`` (an int seed means ``TorchGenerator(seed)``, bit-identical to
+    ``torch.manual_seed(seed); nn.Linear(...)``) and cast to ``dtype``. ``bias=False`` leaves
+    ``self.bias = None`` (absent from ``state_dict``, like PyTorch).
+
+    forward: x (..., in_features) -> (..., out_features).
+
+    Raises:
+        ConfigError: in_features/out_features not positive integers, bias not a bool, a bad rng.
+        ShapeError, DTypeError: from forward/backward, for an input or gradient of the wrong shape or kind.
+        BackwardError: backward before any forward.
+    """
+
+    bias: Parameter | None
+
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, *, rng: RNGLike = None, dtype: Any = np.float32
+    ) -> None:
+        super().__init__()
+        self.in_features = check_positive_int(in_features, "in_features")
+        self.out_features = check_positive_int(out_features, "out_features")
+        has_bias = check_bool(bias, "bias")
+        generator = resolve_rng(rng)
+        w_bound, b_bound = linear_init_bounds(self.in_features)
+        shape = (self.out_features, self.in_features)
+        self.weight = Parameter(uniform_init(generator, shape, -w_bound, w_bound, dtype))
+        self.bias = (
+            Parameter(uniform_init(generator, (self.out_features,), -b_bound, b_bound, dtype)) if has_bias else None
+        )
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+    def forward(self, x: Any) -> np.ndarray:
+        """x (..., in_features) -> (..., out_features); x is converted to the weight's dtype."""
+        x = as_features(x, self.in_features, self.weight.dtype)
+        y, c_project = F.project_forward(x, self.weight.data.T)
+        c_bias = None
+        if self.bias is not None:
+            y, c_bias = F.bias_forward(y, self.bias.data)
+        self._cache = (c_project, c_bias, y.shape)
+        return y
+
+    def backward(self, grad_output: Any) -> np.ndarray:
+        """grad_output (..., out_features) -> dx (..., in_features); accumulates weight.grad, bias.grad."""
+        c_project, c_bias, out_shape = self._saved()
+        d_y = check_grad_output(grad_output, out_shape, self.weight.dtype)
+        if self.bias is not None:
+            d_y, d_bias = F.bias_backward(d_y, c_bias)
+            self.bias.grad += d_bias
+        dx, dW = F.project_backward(d_y, c_project)
+        self.weight.grad += dW.T  # forward projected with W = weight^T
+        return dx
+
+
+class Dropout(Module):
+    """``nn.Dropout(p)``: inverted dropout, ``x * keep / (1 - p)`` in training mode, identity in eval
+    mode (and for p = 0). backward multiplies by the same mask.
+
+    The keep mask (bool, True = kept, each element kept with probability 1 - p) is drawn from
+    ``rng`` (an int seed, a NumPy Generator or a TorchGenerator; the attention classes pass their
+    own generator). PyTorch's dropout masks are not portable across platforms, so npattn does not
+    try to reproduce them bit for bit.
+
+    Fixing the mask (for gradient checks in training mode, or to replay a mask from elsewhere):
+    assign a bool array to ``fixed_keep``; every training-mode forward then uses it instead of
+    drawing (it must have the input's shape or broadcast to it). ``fixed_keep = None`` (the
+    default) draws a fresh mask per forward. ``keep_mask(shape)`` returns the mask a forward
+    would use, so ``d.fixed_keep = d.keep_mask(shape)`` fixes a freshly drawn one.
+
+    Raises:
+        ConfigError: p outside [0, 1), a bad rng.
+        DTypeError: ``fixed_keep`` that is not a bool array.
+        ShapeError: ``fixed_keep`` that does not broadcast to the input's shape.
+    """
+
+    _fixed_keep: np.ndarray | None
+
+    def __init__(self, p: float = 0.5, *, rng: RNGLike = None) -> None:
+        super().__init__()
+        self.p = check_probability(p, "dropout p")
+        self.rng = resolve_rng(rng)
+        self.fixed_keep = None
+
+    @property
+    def fixed_keep(self) -> np.ndarray | None:
+        """The fixed keep mask (bool, True = kept) or None (a fresh mask each training forward)."""
+        return self._fixed_keep
+
+    @fixed_keep.setter
+    def fixed_keep(self, keep: Any) -> None:
+        if keep is not None:
+            keep = np.asarray(keep)
+            if keep.dtype != bool:
+                raise DTypeError(f"fixed_keep must be a bool array (True = kept), got dtype {keep.dtype}")
+        object.__setattr__(self, "_fixed_keep", keep)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+    def keep_mask(self, shape: tuple[int, ...]) -> np.ndarray | None:
+        """The keep mask for an input of ``shape`` in the current mode: None when dropout is the
+        identity (eval mode or p = 0), ``fixed_keep`` when set, else a fresh draw from ``rng``.
+
+        Raises:
+            ShapeError: ``fixed_keep`` does not broadcast to ``shape``.
+        """
+        if not self.training or self.p == 0.0:
+            return None
+        keep = self.fixed_keep
+        if keep is None:
+            return uniform_init(self.rng, tuple(shape), 0.0, 1.0, np.float32) >= self.p
+        try:
+            broadcast = np.broadcast_shapes(keep.shape, tuple(shape))
+        except ValueError:
+            broadcast = None
+        if broadcast != tuple(shape):
+            raise ShapeError(
+                f"fixed_keep has shape {keep.shape}, which does not broadcast to the input's {tuple(shape)}"
+            )
+        return keep
+
+    def forward(self, x: Any) -> np.ndarray:
+        """x (any shape, floating) -> same shape."""
+        x = as_array(x, "x")
+        keep = self.keep_mask(x.shape)
+        cache = None
+        if keep is not None:
+            x, cache = F.dropout_forward(x, keep, self.p)
+        self._cache = (cache, x.shape, x.dtype)
+        return x
+
+    def backward(self, grad_output: Any) -> np.ndarray:
+        """grad_output (like the output) -> dx, through the same keep mask."""
+        cache, out_shape, dtype = self._saved()
+        d_out = check_grad_output(grad_output, out_shape, dtype)
+        if cache is None:
+            return d_out
+        (dx,) = F.dropout_backward(d_out, cache)
+        return dx

@@ -1,0 +1,76 @@
+"""fit_lbfgs: SciPy's L-BFGS-B on the hand-derived gradients (``jac=True``). A wrong gradient makes
+L-BFGS stall, so this is also a test of backward."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from npattn.nn.losses import Loss
+from npattn.nn.module import Module
+from npattn.train.loop import History, check_finite
+
+__all__ = ["fit_lbfgs"]
+
+
+def fit_lbfgs(
+    model: Module,
+    criterion: Loss,
+    x: np.ndarray,
+    target: Any,
+    *,
+    maxiter: int = 200,
+    gtol: float = 1e-10,
+    ftol: float = 1e-15,
+) -> tuple[History, Any]:
+    """Minimise ``criterion(model(x), target)`` over all parameters with SciPy's L-BFGS-B.
+
+    The parameters are flattened into one vector theta; ``fun(theta)`` writes theta into them,
+    runs forward, loss and the hand-derived backward, and returns (loss, flattened gradient)
+    (``jac=True``). A wrong gradient makes L-BFGS stall, so this is also a test of backward.
+    Returns (history: ``loss[i]`` after i iterations, from the start, and the moved norms; scipy's result);
+    the model holds the best parameters found.
+
+    Raises:
+        TrainingError: the loss or gradient became non-finite (the model keeps its last finite values).
+    """
+    from scipy.optimize import minimize  # SciPy is a runtime dependency; imported here to keep startup quick
+
+    params = list(model.parameters())
+    shapes = [p.shape for p in params]
+    sizes = [p.size for p in params]
+    history = History.begin(model)
+
+    def unflatten(theta: np.ndarray) -> None:
+        for p, chunk, shape in zip(params, np.split(theta, np.cumsum(sizes)[:-1]), shapes):
+            p.data = chunk.reshape(shape).astype(p.dtype)
+
+    def fun(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        unflatten(theta)
+        model.zero_grad()
+        loss = criterion(model(x), target)
+        model.backward(criterion.backward())
+        check_finite(model, loss, max(len(history.loss) - 1, 0))
+        return float(loss), np.concatenate([p.grad.ravel() for p in params]).astype(np.float64)
+
+    def callback(intermediate_result: Any) -> None:
+        history.loss.append(float(intermediate_result.fun))
+        unflatten(intermediate_result.x)
+        history.log(model, len(history.loss) - 1)
+
+    theta0 = np.concatenate([p.data.ravel() for p in params]).astype(np.float64)
+    history.loss.append(fun(theta0)[0])
+    result = minimize(
+        fun,
+        theta0,
+        jac=True,
+        method="L-BFGS-B",
+        callback=callback,
+        options={"maxiter": maxiter, "gtol": gtol, "ftol": ftol},
+    )
+    unflatten(result.x)
+    model.zero_grad()
+    return history, result
+
+

@@ -1,0 +1,154 @@
+"""The fit loop: the training loop every PyTorch user knows, with backward done by hand::
+
+    for step in range(steps):
+        x, target = batch(step)
+        output = model(x)                       # forward
+        loss = criterion(output, target)        # loss
+        model.backward(criterion.backward())    # backward: fills W_query.grad, W_key.grad, ...
+        optimizer.step()                        # adjust the weights
+        optimizer.zero_grad()
+
+``fit`` adds a history (the loss of every step; per parameter, how far it has moved since the
+start and since the last log) and stops with ``TrainingError`` before any weight changes if the
+loss or a gradient stops being finite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from npattn.errors import TrainingError
+from npattn.nn.losses import Loss
+from npattn.nn.module import Module
+from npattn.optim import Optimizer
+
+__all__ = ["History", "check_finite", "fit", "progress_header", "progress_line"]
+
+Batches = Callable[[int], tuple[np.ndarray, Any]]
+
+
+@dataclass
+class History:
+    """What training did. ``loss[t]`` is the loss of step t (before its update); at each logged
+    step (after ``log_steps[i]`` updates), ``moved_from_start[name][i]`` is ||W - W_start|| and
+    ``moved_since_log[name][i]`` is ||W - W_at_previous_log|| (Frobenius norms)."""
+
+    loss: list[float] = field(default_factory=list)
+    log_steps: list[int] = field(default_factory=list)
+    moved_from_start: dict[str, list[float]] = field(default_factory=dict)
+    moved_since_log: dict[str, list[float]] = field(default_factory=dict)
+    start: dict[str, np.ndarray] = field(default_factory=dict)
+    last_log: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def begin(cls, model: Module) -> History:
+        """An empty history that remembers the model's starting parameters."""
+        start = {name: p.data.copy() for name, p in model.named_parameters()}
+        return cls(start=start, last_log={k: v.copy() for k, v in start.items()})
+
+    def log(self, model: Module, step: int) -> None:
+        """Record how far every parameter has moved, after ``step`` updates."""
+        self.log_steps.append(step)
+        for name, p in model.named_parameters():
+            self.moved_from_start.setdefault(name, []).append(float(np.linalg.norm(p.data - self.start[name])))
+            self.moved_since_log.setdefault(name, []).append(float(np.linalg.norm(p.data - self.last_log[name])))
+            self.last_log[name] = p.data.copy()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain arrays and lists (for checkpoints)."""
+        return {
+            "loss": np.array(self.loss, dtype=np.float64),
+            "log_steps": np.array(self.log_steps, dtype=np.int64),
+            "moved_from_start": {k: np.array(v) for k, v in self.moved_from_start.items()},
+            "moved_since_log": {k: np.array(v) for k, v in self.moved_since_log.items()},
+            "start": dict(self.start),
+            "last_log": dict(self.last_log),
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> History:
+        return cls(
+            loss=[float(v) for v in state["loss"]],
+            log_steps=[int(v) for v in state["log_steps"]],
+            moved_from_start={k: [float(x) for x in v] for k, v in state["moved_from_start"].items()},
+            moved_since_log={k: [float(x) for x in v] for k, v in state["moved_since_log"].items()},
+            start={k: np.array(v) for k, v in state["start"].items()},
+            last_log={k: np.array(v) for k, v in state["last_log"].items()},
+        )
+
+
+def check_finite(model: Module, loss: float, step: int) -> None:
+    """Raise TrainingError (naming the step and the culprit) if the loss or a gradient is not finite."""
+    problem = None
+    if not np.isfinite(loss):
+        problem = f"the loss is {loss}"
+    else:
+        for name, p in model.named_parameters():
+            bad = p.grad.size - int(np.count_nonzero(np.isfinite(p.grad)))
+            if bad:
+                problem = f"the gradient of {name} has {bad} non-finite entries (loss {loss:.6g})"
+                break
+    if problem:
+        raise TrainingError(
+            f"training stopped at step {step}: {problem}. The weights were not updated (they hold the values "
+            "after the previous step) and the last checkpoint, if any, is untouched; try a smaller learning rate."
+        )
+
+
+def fit(
+    model: Module,
+    optimizer: Optimizer,
+    criterion: Loss,
+    batches: Batches,
+    steps: int,
+    *,
+    start_step: int = 0,
+    history: History | None = None,
+    log_every: int = 0,
+    on_log: Callable[[int, float, History], None] | None = None,
+    on_step: Callable[[int, History], None] | None = None,
+) -> History:
+    """Train for steps ``start_step .. steps - 1``: forward, loss, backward, step, zero_grad.
+
+    ``batches(step) -> (x, target)``. Every ``log_every`` updates (and after the last) the history
+    logs how far each parameter moved and ``on_log(step, loss, history)`` is called;
+    ``on_step(step, history)`` runs after every update (``train_task`` saves checkpoints there).
+
+    Raises:
+        TrainingError: the loss or a gradient became NaN or inf (the weights keep their last
+            finite values; nothing after the failing step runs).
+    """
+    history = history if history is not None else History.begin(model)
+    optimizer.zero_grad()
+    for step in range(start_step, steps):
+        x, target = batches(step)
+        output = model(x)
+        loss = criterion(output, target)
+        model.backward(criterion.backward())
+        check_finite(model, loss, step)
+        optimizer.step()
+        optimizer.zero_grad()
+        history.loss.append(float(loss))
+        done = step + 1
+        if (log_every and done % log_every == 0) or done == steps:
+            history.log(model, done)
+            if on_log:
+                on_log(done, float(loss), history)
+        if on_step:
+            on_step(done, history)
+    return history
+
+
+def progress_header(names: tuple[str, ...] = ("W_query", "W_key", "W_value")) -> str:
+    """The column titles above ``progress_line``."""
+    return " step       loss   moved from start:" + "".join(f"{name:>9}" for name in names)
+
+
+def progress_line(step: int, loss: float, history: History) -> str:
+    """``step, loss, ||W - W_start||`` for every parameter, as the last log recorded them."""
+    moved = "".join(f"{history.moved_from_start.get(name, [0.0])[-1]:9.3f}" for name in history.start)
+    return f"{step:>5}  {loss:9.4g}  {'':>17}{moved}"

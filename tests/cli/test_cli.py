@@ -1,0 +1,75 @@
+import subprocess
+import sys
+
+import numpy as np
+
+import npattn
+from npattn.cli.main import main
+
+
+def test_book_prints_shapes_output_and_gradcheck(capsys):
+    assert main(["book"]) == 0
+    out = capsys.readouterr().out
+    for text in ["attn_weights   (6, 6)", "context_vec    (6, 2)", "journey  [ 0.3061,  0.8210]", "PASSED"]:
+        assert text in out
+
+
+def test_python_dash_m_runs():
+    result = subprocess.run([sys.executable, "-m", "npattn", "--help"], capture_output=True, text=True, check=True)
+    assert "demo" in result.stdout and "book" in result.stdout and "train" in result.stdout
+
+
+def test_demo_trains_and_shows_the_weights_moving(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    for text in [
+        "starting weights",
+        "moved from start:  W_query    W_key  W_value",
+        "final weights",
+        "before  [",
+        "after   [",
+    ]:
+        assert text in out
+    assert "  accuracy                        24.3%   100.0%" in out
+    assert out.count("\n") > 40
+    # the progress lines: step 0 shows no movement, later steps show W_value moving
+    assert "    0      1.479                       0.000    0.000    0.000" in out
+    assert "  300   0.005966                       5.205    2.498   12.153" in out
+
+
+def test_no_command_runs_the_demo(capsys):
+    assert main([]) == 0
+    assert "final weights" in capsys.readouterr().out
+
+
+def test_demo_plot_without_matplotlib_says_how_to_get_it(capsys, monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    assert main(["demo", "--plot", str(tmp_path / "fig.png")]) == 2
+    assert "pip install 'npattn[plot]'" in capsys.readouterr().err
+    assert not (tmp_path / "fig.png").exists()
+
+
+def test_demo_plot_with_matplotlib(capsys, tmp_path):
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    assert main(["demo", "--plot", str(tmp_path / "fig.png")]) == 0
+    assert (tmp_path / "fig.png").stat().st_size > 1000
+
+
+def test_train_save_resume_and_errors(capsys, tmp_path):
+    ck = tmp_path / "run.npz"
+    assert main(["train", "--task", "teacher-student", "--steps", "40", "--log-every", "20", "--save", str(ck)]) == 0
+    out = capsys.readouterr().out
+    assert "teacher-student with adam(lr=0.05), seed 123, 40 steps" in out and f"saved {ck}" in out
+    assert npattn.load(ck)["step"] == 40
+    assert main(["train", "--steps", "60", "--resume", str(ck), "--save", str(ck)]) == 0
+    assert npattn.load(ck)["step"] == 60
+    # options that contradict the stored run are refused, not silently ignored
+    assert main(["train", "--steps", "80", "--resume", str(ck), "--lr", "0.1"]) == 2
+    assert "--lr 0.1 (checkpoint: 0.05)" in capsys.readouterr().err
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    assert main(["train", "--resume", str(tmp_path / "junk.npz")]) == 2
+    assert "npattn train: error:" in capsys.readouterr().err
+    m, _, _, _ = npattn.train_task("teacher-student", steps=60)
+    np.testing.assert_array_equal(npattn.load(ck)["model"]["W_key"], m.W_key.data)

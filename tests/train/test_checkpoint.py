@@ -1,0 +1,431 @@
+"""Checkpoints lose nothing and run nothing: exact round trips, atomic saves interrupted at every
+step, and every kind of bad file refused with CheckpointError without executing anything."""
+
+import io
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import numpy as np
+import pytest
+
+import npattn
+from npattn.optim import Adam
+from npattn.train import checkpoint
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def trained_state():
+    model = npattn.SelfAttention_v1(3, 2, rng=123)
+    opt = Adam(model.parameters(), lr=0.1, amsgrad=True)
+    model.backward(np.ones((6, 2), dtype=np.float32) + model(npattn.book_inputs()))
+    opt.step()
+    return model, opt
+
+
+def assert_same(a, b):
+    assert type(a) is type(b), (type(a), type(b))
+    if isinstance(a, dict):
+        assert list(a) == list(b)
+        for k in a:
+            assert_same(a[k], b[k])
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same(x, y)
+    elif isinstance(a, np.ndarray):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
+    else:
+        assert a == b or (a != a and b != b)
+
+
+# ----------------------------------------------------------------------------------------------
+# Round trips
+
+
+def test_module_state_dict_round_trip(tmp_path):
+    model, _ = trained_state()
+    npattn.save(model, tmp_path / "m.npz")
+    loaded = npattn.load(tmp_path / "m.npz")
+    assert_same(dict(model.state_dict()), loaded)
+    fresh = npattn.SelfAttention_v1(3, 2, rng=1)
+    fresh.load_state_dict(loaded)
+    np.testing.assert_array_equal(fresh(npattn.book_inputs()), model(npattn.book_inputs()))
+    meta = npattn.load_metadata(tmp_path / "m.npz")
+    assert meta == {
+        "format": "npattn-checkpoint",
+        "version": 1,
+        "class": "SelfAttention_v1",
+        "config": {"d_in": 3, "d_out": 2},
+    }
+
+
+def test_nested_state_round_trip_keeps_types(tmp_path):
+    _, opt = trained_state()
+    state = {
+        "optimizer": opt.state_dict(),  # int keys, tuples (betas), bools, floats
+        "step": 7,
+        "name": "run/α",  # non-ASCII strings survive; '/' only in values
+        "nothing": None,
+        "nan": float("nan"),
+        "big": 2**70,
+        "scalar": np.float64(0.1),
+        "empty": np.zeros((0, 3)),
+        "ints": np.arange(5, dtype=np.int64),
+        "mask": np.array([True, False]),
+        "list": [1, 2.5, [np.ones(2, dtype=np.float32)]],
+    }
+    npattn.save(state, tmp_path / "s.npz", metadata={"note": "hello"})
+    loaded = npattn.load(tmp_path / "s.npz")
+    assert_same(state, loaded)
+    assert npattn.load_metadata(tmp_path / "s.npz")["note"] == "hello"
+    opt2 = Adam(list(trained_state()[0].parameters()))
+    opt2.load_state_dict(loaded["optimizer"])
+    assert opt2.param_groups[0]["betas"] == (0.9, 0.999) and opt2.param_groups[0]["amsgrad"] is True
+
+
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ({"a": np.array([object()])}, "dtype object"),
+        ({"a": np.array(["text"])}, "dtype <U4"),
+        ({"a": {1, 2}}, "type set"),
+        ({"a/b": np.ones(1)}, "reserved"),
+        ({"__npattn__": 1}, "reserved"),
+        ({"x": {0: np.ones(1), "0": np.ones(1)}}, "two entries map"),
+        ({(1, 2): 3}, "keys must be str or int"),
+        ({"a": 1j}, "type complex"),
+    ],
+)
+def test_save_refuses_what_would_need_pickle(tmp_path, value, message):
+    with pytest.raises(npattn.CheckpointError, match=message):
+        npattn.save(value, tmp_path / "x.npz")
+    assert os.listdir(tmp_path) == []
+
+
+def test_save_refuses_non_mappings(tmp_path):
+    with pytest.raises(npattn.CheckpointError, match="expects a state dict"):
+        npattn.save([np.ones(2)], tmp_path / "x.npz")
+
+
+# ----------------------------------------------------------------------------------------------
+# Interrupted saves: at every step of the atomic write, the previous checkpoint survives.
+
+
+class Interrupt(BaseException):
+    """Stands for a crash or Ctrl-C (not an Exception, so nothing can swallow it)."""
+
+
+class FailingFile:
+    """Wraps the temporary file; raises ``error`` at ``where`` ("write" after writing half the bytes, or "flush")."""
+
+    def __init__(self, f, where, error):
+        self.f, self.where, self.error = f, where, error
+
+    def write(self, data):
+        if self.where == "write":
+            self.f.write(data[: len(data) // 2])
+            raise self.error("crash mid-write")
+        return self.f.write(data)
+
+    def flush(self):
+        if self.where == "flush":
+            raise self.error("crash at flush")
+        self.f.flush()
+
+    def fileno(self):
+        return self.f.fileno()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.f.close()
+
+
+STEPS = ["mkstemp", "write", "flush", "fsync", "replace"]
+
+
+@pytest.mark.parametrize("step", STEPS)
+@pytest.mark.parametrize("error", [Interrupt, OSError])
+def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch, step, error):
+    path = tmp_path / "model.npz"
+    old = {"W": np.arange(6.0).reshape(2, 3)}
+    npattn.save(old, path)
+    before = path.read_bytes()
+
+    def fail(*args, **kwargs):
+        raise error(f"simulated failure at {step}")
+
+    real_fdopen = os.fdopen
+    if step == "mkstemp":
+        monkeypatch.setattr(checkpoint.tempfile, "mkstemp", fail)
+    elif step in ("write", "flush"):
+
+        def fdopen(fd, mode):
+            return FailingFile(real_fdopen(fd, mode), step, error)
+
+        monkeypatch.setattr(checkpoint.os, "fdopen", fdopen)
+    else:
+        monkeypatch.setattr(checkpoint.os, step, fail)
+    with pytest.raises(error):
+        npattn.save({"W": np.ones((5, 5))}, path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert_same(npattn.load(path), old)
+    assert os.listdir(tmp_path) == ["model.npz"]  # the temporary file was removed
+
+
+@pytest.mark.parametrize("step", ["write", "fsync", "replace", "after_replace"])
+def test_killed_process_leaves_a_loadable_checkpoint(tmp_path, step):
+    """A real kill (os._exit, no cleanup) at each step: the target is the old or the new file, whole."""
+    path = tmp_path / "model.npz"
+    npattn.save({"W": np.zeros(3)}, path)
+    script = textwrap.dedent(
+        f"""
+        import os, sys
+        sys.path.insert(0, {ROOT!r})
+        import numpy as np
+        import npattn
+        from npattn.train import checkpoint
+        step = {step!r}
+        real_fdopen, real_replace = os.fdopen, os.replace
+        class Half:
+            def __init__(self, f): self.f = f
+            def write(self, data): self.f.write(data[: len(data) // 2]); self.f.flush(); os._exit(9)
+            def __enter__(self): return self
+            def __exit__(self, *a): pass
+        if step == "write":
+            checkpoint.os.fdopen = lambda fd, mode: Half(real_fdopen(fd, mode))
+        elif step == "fsync":
+            checkpoint.os.fsync = lambda fd: os._exit(9)
+        elif step == "replace":
+            checkpoint.os.replace = lambda a, b: os._exit(9)
+        else:
+            checkpoint.os.replace = lambda a, b: (real_replace(a, b), os._exit(9))
+        npattn.save({{"W": np.ones(3)}}, {str(path)!r})
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 9, result.stderr
+    W = npattn.load(path)["W"]
+    np.testing.assert_array_equal(W, np.ones(3) if step == "after_replace" else np.zeros(3))
+    npattn.save({"W": np.full(3, 2.0)}, path)  # a stale temporary file does not get in the way
+    np.testing.assert_array_equal(npattn.load(path)["W"], 2.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad files: refused with CheckpointError, nothing executed.
+
+
+@pytest.fixture
+def good(tmp_path):
+    path = tmp_path / "good.npz"
+    npattn.save(trained_state()[0], path)
+    return path
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(npattn.CheckpointError, match="does not exist"):
+        npattn.load(tmp_path / "nope.npz")
+
+
+@pytest.mark.parametrize("fraction", [0.0, 0.01, 0.3, 0.5, 0.9, 0.999])
+def test_truncated_files(good, fraction):
+    data = good.read_bytes()
+    good.write_bytes(data[: int(len(data) * fraction)])
+    with pytest.raises(npattn.CheckpointError, match="truncated, corrupt or not a checkpoint"):
+        npattn.load(good)
+
+
+def test_every_single_byte_truncation_of_a_small_checkpoint_is_refused(tmp_path):
+    path = tmp_path / "small.npz"
+    npattn.save({"a": np.ones(1)}, path)
+    data = path.read_bytes()
+    for n in range(len(data)):
+        path.write_bytes(data[:n])
+        with pytest.raises(npattn.CheckpointError):
+            npattn.load(path)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_bytes(tmp_path, seed):
+    path = tmp_path / "random.npz"
+    path.write_bytes(np.random.default_rng(seed).bytes(1000 * (seed + 1)))
+    with pytest.raises(npattn.CheckpointError):
+        npattn.load(path)
+
+
+def test_flipped_bytes_in_the_index_are_refused(good):
+    data = bytearray(good.read_bytes())
+    start = data.index('"tree"'.encode("utf-32-le"))  # the index is stored as a NumPy unicode array
+    data[start + 10 : start + 14] = b"\xff\xfe\x00\x01"
+    good.write_bytes(bytes(data))
+    with pytest.raises(npattn.CheckpointError):
+        npattn.load(good)
+
+
+def test_foreign_npz_and_npy(tmp_path):
+    np.savez(tmp_path / "plain.npz", W=np.ones(3))
+    with pytest.raises(npattn.CheckpointError, match=r"not an npattn checkpoint \(no '__npattn__' entry; members: W"):
+        npattn.load(tmp_path / "plain.npz")
+    np.save(tmp_path / "single.npy", np.ones(3))
+    with pytest.raises(npattn.CheckpointError, match=r"single \.npy array"):
+        npattn.load(tmp_path / "single.npy")
+
+
+def test_zip_with_wrong_members(tmp_path):
+    path = tmp_path / "wrong.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("hello.txt", "hi")
+        z.writestr("__npattn__.npy", "not an npy header")
+    with pytest.raises(npattn.CheckpointError):
+        npattn.load(path)
+
+
+def test_members_that_do_not_match_the_index(tmp_path, good):
+    with zipfile.ZipFile(good) as z:
+        members = {name: z.read(name) for name in z.namelist()}
+    for drop, extra in [("W_key.npy", None), (None, "intruder.npy")]:
+        path = tmp_path / "edited.npz"
+        with zipfile.ZipFile(path, "w") as z:
+            for name, data in members.items():
+                if name != drop:
+                    z.writestr(name, data)
+            if extra:
+                buf = io.BytesIO()
+                np.save(buf, np.ones(2))
+                z.writestr(extra, buf.getvalue())
+        with pytest.raises(npattn.CheckpointError, match="members do not match the index"):
+            npattn.load(path)
+
+
+def test_other_versions_and_formats(tmp_path):
+    for header, message in [
+        ('{"format": "npattn-checkpoint", "version": 99}', "version 99"),
+        ('{"x": 1}', "does not describe"),
+    ]:
+        path = tmp_path / "v.npz"
+        np.savez(path, __npattn__=np.array(header))
+        with pytest.raises(npattn.CheckpointError, match=message):
+            npattn.load(path)
+
+
+class Payload:
+    """Unpickling this object would create the marker file: proof of code execution."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_pickled_object_in_npz_is_refused_and_never_run(tmp_path, good):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "evil.npz"
+    with zipfile.ZipFile(good) as z:
+        members = {name: z.read(name) for name in z.namelist()}
+    buf = io.BytesIO()
+    np.save(buf, np.array([Payload(str(marker))], dtype=object), allow_pickle=True)
+    members["W_key.npy"] = buf.getvalue()  # a member the index expects, now holding a pickle
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+    with pytest.raises(npattn.CheckpointError, match="pickled data"):
+        npattn.load(path)
+    assert not marker.exists()
+    # the header member itself pickled
+    np.savez(path, __npattn__=np.array([Payload(str(marker))], dtype=object))
+    with pytest.raises(npattn.CheckpointError, match="pickled data"):
+        npattn.load(path)
+    assert not marker.exists()
+
+
+def test_raw_pickle_file_is_refused_and_never_run(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "evil.npz"
+    path.write_bytes(pickle.dumps(Payload(str(marker))))
+    with pytest.raises(npattn.CheckpointError, match="pickled data"):
+        npattn.load(path)
+    assert not marker.exists()
+
+
+# ----------------------------------------------------------------------------------------------
+# safetensors (optional extra)
+
+
+def test_safetensors_missing_package_says_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "safetensors", None)
+    monkeypatch.setitem(sys.modules, "safetensors.numpy", None)
+    with pytest.raises(npattn.CheckpointError, match=r"pip install 'npattn\[safetensors\]'"):
+        npattn.save(trained_state()[0], tmp_path / "m.safetensors")
+
+
+def test_safetensors_round_trip(tmp_path):
+    pytest.importorskip("safetensors")
+    model, opt = trained_state()
+    path = tmp_path / "m.safetensors"
+    npattn.save(model, path)
+    assert_same(dict(model.state_dict()), npattn.load(path))
+    assert npattn.load_metadata(path)["class"] == "SelfAttention_v1"
+    with pytest.raises(npattn.CheckpointError, match="flat name -> array"):
+        npattn.save(opt, tmp_path / "o.safetensors")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(npattn.CheckpointError, match="not a safetensors file"):
+        npattn.load(path)
+    path.write_bytes(b"\x00" * 7)
+    with pytest.raises(npattn.CheckpointError):
+        npattn.load(path)
+
+
+class TorchSelfAttention_v1:
+    """The book's class (section 3.4.2), built when torch is available."""
+
+    @staticmethod
+    def make(torch, d_in, d_out):
+        class SelfAttention_v1(torch.nn.Module):
+            def __init__(self, d_in, d_out):
+                super().__init__()
+                self.W_query = torch.nn.Parameter(torch.rand(d_in, d_out))
+                self.W_key = torch.nn.Parameter(torch.rand(d_in, d_out))
+                self.W_value = torch.nn.Parameter(torch.rand(d_in, d_out))
+
+            def forward(self, x):
+                keys = x @ self.W_key
+                queries = x @ self.W_query
+                values = x @ self.W_value
+                attn_scores = queries @ keys.T
+                attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
+                return attn_weights @ values
+
+        return SelfAttention_v1(d_in, d_out)
+
+
+@pytest.mark.torch
+def test_safetensors_to_torch_and_back(tmp_path):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("safetensors")
+    from safetensors.torch import load_file, save_file
+
+    # trained here -> the book's PyTorch class
+    model, _ = trained_state()
+    npattn.save(model, tmp_path / "np.safetensors")
+    book = TorchSelfAttention_v1.make(torch, 3, 2)
+    book.load_state_dict(load_file(str(tmp_path / "np.safetensors")))
+    x = npattn.book_inputs()
+    np.testing.assert_allclose(book(torch.from_numpy(x)).detach().numpy(), model(x), rtol=1e-6)
+    # PyTorch's -> npattn
+    torch.manual_seed(7)
+    book = TorchSelfAttention_v1.make(torch, 3, 2)
+    save_file(book.state_dict(), str(tmp_path / "torch.safetensors"))
+    mine = npattn.SelfAttention_v1(3, 2, rng=0)
+    mine.load_state_dict(npattn.load(tmp_path / "torch.safetensors"))
+    np.testing.assert_array_equal(mine.W_value.data, book.W_value.detach().numpy())
+    np.testing.assert_allclose(mine(x), book(torch.from_numpy(x)).detach().numpy(), rtol=1e-6)
