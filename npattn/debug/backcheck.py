@@ -26,6 +26,7 @@ import numpy as np
 
 from npattn import _html
 from npattn.debug.backward import GRAD_NAMES, BackwardDiagnosis, attention_reference, backward_variant, diagnose_backward
+from npattn.errors import ConfigError
 from npattn.gradcheck import TensorCheck, _compare
 
 __all__ = ["BackwardCheck", "GradientRow", "check_backward", "describe_exception", "recover_keep"]
@@ -209,6 +210,9 @@ def check_backward(
         return report
     try:
         grads = dict(backward(x64.copy(), {n: w.copy() for n, w in W64.items()}, G.copy()))
+    except ConfigError as exc:  # what the user's backward returned does not fit
+        report.error = str(exc)
+        return report
     except Exception as exc:
         report.error = describe_exception(f"{name}'s backward", exc)
         return report
