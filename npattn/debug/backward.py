@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn import functional as F
+from npattn.nn import functional as F
 
 __all__ = [
     "BACKWARD_CATALOGUE",
