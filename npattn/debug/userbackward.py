@@ -21,12 +21,23 @@ from typing import Any
 
 import numpy as np
 
+from npattn.debug.backcheck import BackwardCheck, check_backward, describe_exception, recover_keep
 from npattn.debug.backward import GRAD_NAMES
 from npattn.errors import ConfigError
 
-__all__ = ["SEED", "grads_of", "load_float64", "object_callables", "pair_callables", "seeded"]
+__all__ = [
+    "DROPOUT_P",
+    "SEED",
+    "dropout_check",
+    "grads_of",
+    "load_float64",
+    "object_callables",
+    "pair_callables",
+    "seeded",
+]
 
 SEED = 1234
+DROPOUT_P = 0.2  # not 0.5, where 1/p and 1/(1 - p) coincide
 WEIGHTS = GRAD_NAMES[1:]
 
 
@@ -145,3 +156,38 @@ def object_callables(obj: Any, name: str) -> tuple[Callable[..., np.ndarray], Ca
         return grads_of(obj, obj.backward(G), name)
 
     return run_forward, run_backward
+
+
+def dropout_check(
+    obj: Any, name: str, x: np.ndarray, weights: Mapping[str, np.ndarray], *, num_heads: int | None = None
+) -> tuple[BackwardCheck | None, str]:
+    """The backward of a causal class built with dropout=DROPOUT_P: (the check, "") or (None, why not).
+
+    The keep mask is recovered from the output (``recover_keep``); a forward that gives a
+    different output on each call (its dropout does not draw from np.random) is not checked, and
+    an output that no keep mask explains fails.
+    """
+    title = f"5. backward with dropout={DROPOUT_P} (the keep mask read back from your output; np.random seeded)"
+    forward, backward = (seeded(f) for f in object_callables(obj, name))
+    x64 = np.array(x, dtype=np.float64)
+    W64 = {n: np.array(weights[n], dtype=np.float64) for n in WEIGHTS}
+    try:
+        first, second = forward(x64.copy(), W64), forward(x64.copy(), W64)
+    except Exception as exc:
+        return BackwardCheck(title, error=describe_exception(f"{name}'s forward with dropout", exc)), ""
+    if first.shape != second.shape or not np.array_equal(first, second, equal_nan=True):
+        return None, (
+            f"5. dropout: not checked: with dropout={DROPOUT_P} your forward gives a different output on every call "
+            "even with np.random seeded before each (draw the keep mask from np.random to have it checked)"
+        )
+    keep = recover_keep(first, x64, W64, DROPOUT_P, num_heads=num_heads)
+    if keep is None:
+        error = (
+            f"with dropout={DROPOUT_P} your output is not correct attention for any keep mask: the forward's dropout "
+            "is wrong (keep each attention weight with probability 1 - p and scale the kept ones by 1/(1 - p))"
+        )
+        return BackwardCheck(title, error=error), ""
+    if keep.all():
+        return None, f"5. dropout: not checked: with dropout={DROPOUT_P} no attention weight was dropped"
+    settings: dict[str, Any] = {"causal": True, "num_heads": num_heads, "keep": keep, "p": DROPOUT_P}
+    return check_backward(forward, backward, x64, W64, name=name, title=title, **settings), ""
