@@ -10,13 +10,14 @@ Two shapes of user code:
   Linear's weight) or in attributes ``dW_query``/``dW_key``/``dW_value``.
 
 Every call gets copies of x and the weights in float64, and runs with ``np.random`` seeded (the
-global state is put back afterwards), so a dropout mask drawn from ``np.random`` is the same in
+check puts the global state back afterwards), so a dropout mask drawn from ``np.random`` is the same in
 every forward: finite differences need a repeatable forward.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ __all__ = [
     "SEED",
     "dropout_check",
     "grads_of",
+    "kept_random_state",
     "load_float64",
     "object_callables",
     "pair_callables",
@@ -42,17 +44,23 @@ WEIGHTS = GRAD_NAMES[1:]
 
 
 def seeded(fn: Callable[..., Any], seed: int = SEED) -> Callable[..., Any]:
-    """``fn`` run with ``np.random.seed(seed)`` first; the global random state is restored after."""
+    """``fn`` run with ``np.random.seed(seed)`` first (wrap the whole check in ``kept_random_state``)."""
 
     def run(*args: Any) -> Any:
-        state = np.random.get_state()
         np.random.seed(seed)
-        try:
-            return fn(*args)
-        finally:
-            np.random.set_state(state)
+        return fn(*args)
 
     return run
+
+
+@contextmanager
+def kept_random_state() -> Iterator[None]:
+    """Put NumPy's global random state back as it was, whatever the user's code and ``seeded`` did."""
+    state = np.random.get_state()
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 def _array(value: Any) -> np.ndarray:

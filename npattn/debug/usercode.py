@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TextIO
 
 import numpy as np
@@ -43,12 +44,28 @@ from npattn.debug.diagnose import Diagnosis, Symptom, diagnose
 from npattn.debug.formulas import WEIGHT_NAMES
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.rows import RowCheck, check_rows
-from npattn.debug.userbackward import DROPOUT_P, dropout_check, object_callables, pair_callables, seeded
+from npattn.debug.userbackward import (
+    DROPOUT_P,
+    dropout_check,
+    kept_random_state,
+    object_callables,
+    pair_callables,
+    seeded,
+)
 from npattn.debug.weights import to_numpy, weights_of
 from npattn.errors import ConfigError, NpattnError
 from npattn.nn.attention import MultiHeadAttention, SelfAttention_v1
 
-__all__ = ["CheckReport", "UserAttention", "book_weights", "check_attention", "load_attention", "run_check"]
+__all__ = [
+    "CheckReport",
+    "UserAttention",
+    "attention_from_module",
+    "book_weights",
+    "check_attention",
+    "load_attention",
+    "multihead_weights",
+    "run_check",
+]
 
 
 def book_weights() -> dict[str, np.ndarray]:
@@ -150,7 +167,7 @@ class UserAttention:
         """Build the attention (a class), load the (d_in, d_out) ``weights``; returns x -> output."""
         W = {n: np.asarray(weights[n]) for n in WEIGHT_NAMES}
         if self.kind == "function":
-            return lambda x: to_numpy(self.target(x, W["W_query"], W["W_key"], W["W_value"]))
+            return lambda x: to_numpy(self.target(x, *(W[n].copy() for n in WEIGHT_NAMES)))
         if self.kind == "pair":
             forward = seeded(pair_callables(self.target, self.backward_target, self.name)[0])
             return lambda x: forward(x, {n: w.copy() for n, w in W.items()})
@@ -211,6 +228,10 @@ def load_attention(spec: str) -> UserAttention:
     path_text, sep, name = spec.rpartition(":")
     if not sep or not path_text or not name:
         raise ConfigError(f"expected FILE.py:NAME (e.g. my_attention.py:SelfAttention), got {spec!r}")
+    return attention_from_module(_import_file(path_text), name, path_text)
+
+
+def _import_file(path_text: str) -> ModuleType:
     path = Path(path_text)
     if not path.is_file():
         raise ConfigError(f"no such file: {path_text}")
@@ -226,12 +247,24 @@ def load_attention(spec: str) -> UserAttention:
         raise ConfigError(f"importing {path_text} failed: {type(exc).__name__}: {exc}") from exc
     finally:
         sys.path.remove(str(path.resolve().parent))
+    return module
+
+
+def attention_from_module(module: ModuleType, name: str, path_text: str = "") -> UserAttention:
+    """``NAME`` of an imported module as a UserAttention (see ``load_attention``).
+
+    Raises:
+        ConfigError: a missing name, or an object of the wrong kind.
+    """
+    path_text = path_text or str(getattr(module, "__file__", module.__name__))
     pair = [getattr(module, f"{name}_{part}", None) for part in ("forward", "backward")]
     if not hasattr(module, name) and all(callable(f) for f in pair):
         return UserAttention(name, "pair", pair[0], backward_target=pair[1])
     if not hasattr(module, name):
         defined = sorted(
-            k for k, v in vars(module).items() if not k.startswith("_") and callable(v) and v.__module__ == module_name
+            k
+            for k, v in vars(module).items()
+            if not k.startswith("_") and callable(v) and getattr(v, "__module__", None) == module.__name__
         )
         raise ConfigError(f"{path_text} defines no {name!r} (it defines: {', '.join(defined) or 'nothing callable'})")
     target = getattr(module, name)
@@ -339,7 +372,11 @@ def check_attention(
         ConfigError: from ``load_attention``, or weights the user's object cannot hold.
         NpattnError: whatever the user's code raised, wrapped with its name and message.
     """
-    user = load_attention(attention) if isinstance(attention, str) else attention
+    with kept_random_state():
+        return _check(load_attention(attention) if isinstance(attention, str) else attention, x, weights)
+
+
+def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any] | None) -> CheckReport:
     if weights is not None:
         W = weights_of(weights)
     else:
@@ -349,7 +386,7 @@ def check_attention(
     if x is None:
         x = book_batch() if causal else book_inputs()  # the book runs its causal classes on the batch
     try:
-        output = np.asarray(run(x))
+        output = np.asarray(run(np.array(x)))  # a copy: the user's code may write into its input
     except NpattnError:
         raise
     except Exception as exc:
