@@ -48,7 +48,7 @@ def heatmap(weights: Any, labels: Sequence[str] | None = None, caption: str = "a
         tds = []
         for v in row:
             level = float(np.clip(v, 0.0, 1.0)) if np.isfinite(v) else 0.0
-            shade = int(round(255 * (1.0 - level)))
+            shade = round(255 * (1.0 - level))
             ink = "#fff" if level > 0.55 else "#000"
             tds.append(
                 f'<td title="{v:.6g}" style="background:rgb({shade},{shade},255);color:{ink};'

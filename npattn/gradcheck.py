@@ -97,7 +97,7 @@ class GradcheckReport:
         rows = [
             [c.name, "x".join(map(str, c.shape)) + (" (dir)" if c.directional else ""), f"{c.max_abs_error:.3e}",
              f"{c.max_rel_error:.3e}", f"{c.allowed:.2e}", "inf" if c.margin == float("inf") else f"{c.margin:.3g}x",
-             "ok" if c.passed else "FAIL"]  # fmt: skip
+             "ok" if c.passed else "FAIL"]
             for c in self.checks
         ]
         header = ["tensor", "shape", "max abs err", "max rel err", "allowed", "margin", "result"]

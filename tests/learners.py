@@ -49,9 +49,7 @@ def forward(x, W_query, W_key, W_value, causal=False, renormalise=False, dropout
     if num_heads:
         b, n, _ = x.shape
         hd = d_out // num_heads
-        queries, keys, values = (
-            t.reshape(b, n, num_heads, hd).transpose(0, 2, 1, 3) for t in (queries, keys, values)
-        )
+        queries, keys, values = (t.reshape(b, n, num_heads, hd).transpose(0, 2, 1, 3) for t in (queries, keys, values))
     n = x.shape[-2]
     scale = 1 / np.sqrt(keys.shape[-1])
     attn_scores = queries @ swap(keys)
@@ -75,15 +73,51 @@ def forward(x, W_query, W_key, W_value, causal=False, renormalise=False, dropout
     out = dropped @ values
     if num_heads:
         out = out.transpose(0, 2, 1, 3).reshape(x.shape[0], n, d_out)
-    cache = (x, W_query, W_key, W_value, queries, keys, values, attn_scores, attn_weights, dropped,
-             full_weights, tril, row_sum, keep, dropout, scale, causal, num_heads)
+    cache = (
+        x,
+        W_query,
+        W_key,
+        W_value,
+        queries,
+        keys,
+        values,
+        attn_scores,
+        attn_weights,
+        dropped,
+        full_weights,
+        tril,
+        row_sum,
+        keep,
+        dropout,
+        scale,
+        causal,
+        num_heads,
+    )
     return out, cache
 
 
 def backward(d_out, cache, bug=None):
     """-> (dx, dW_query, dW_key, dW_value)."""
-    (x, W_query, W_key, W_value, queries, keys, values, attn_scores, attn_weights, dropped,
-     full_weights, tril, row_sum, keep, dropout, scale, causal, num_heads) = cache
+    (
+        x,
+        W_query,
+        W_key,
+        W_value,
+        queries,
+        keys,
+        values,
+        attn_scores,
+        attn_weights,
+        dropped,
+        full_weights,
+        tril,
+        row_sum,
+        keep,
+        dropout,
+        scale,
+        _causal,
+        num_heads,
+    ) = cache
     width = W_query.shape[1]
     if num_heads:
         b, n, _ = x.shape
@@ -211,7 +245,6 @@ class Attention:
     """SelfAttention_v1 with (d_in, d_out) weights and a backward that returns all four gradients."""
 
     bug = None
-    options = {}
 
     def __init__(self, d_in, d_out):
         rng = np.random.default_rng(0)
@@ -220,7 +253,7 @@ class Attention:
         self.W_value = rng.random((d_in, d_out))
 
     def forward(self, x):
-        out, self.cache = forward(x, self.W_query, self.W_key, self.W_value, **self.options)
+        out, self.cache = forward(x, self.W_query, self.W_key, self.W_value)
         return out
 
     __call__ = forward
@@ -249,7 +282,12 @@ class Causal(Attention):
 
     def forward(self, x):
         out, self.cache = forward(
-            x, self.W_query, self.W_key, self.W_value, causal=True, renormalise=self.renormalise,
+            x,
+            self.W_query,
+            self.W_key,
+            self.W_value,
+            causal=True,
+            renormalise=self.renormalise,
             dropout=self.dropout,
         )
         return out
@@ -295,9 +333,7 @@ class AttentionParameters(Attention):
         import npattn
 
         super().__init__(d_in, d_out)
-        self.W_query, self.W_key, self.W_value = (
-            npattn.Parameter(w) for w in (self.W_query, self.W_key, self.W_value)
-        )
+        self.W_query, self.W_key, self.W_value = (npattn.Parameter(w) for w in (self.W_query, self.W_key, self.W_value))
 
     def forward(self, x):
         out, self.cache = forward(x, self.W_query.data, self.W_key.data, self.W_value.data)
@@ -313,4 +349,6 @@ class AttentionParameters(Attention):
 
 
 for _bug in BUGS:
-    globals()[f"AttentionParameters_{_bug}"] = type(f"AttentionParameters_{_bug}", (AttentionParameters,), {"bug": _bug})
+    globals()[f"AttentionParameters_{_bug}"] = type(
+        f"AttentionParameters_{_bug}", (AttentionParameters,), {"bug": _bug}
+    )

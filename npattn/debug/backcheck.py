@@ -25,7 +25,13 @@ from typing import Any
 import numpy as np
 
 from npattn import _html
-from npattn.debug.backward import GRAD_NAMES, BackwardDiagnosis, attention_reference, backward_variant, diagnose_backward
+from npattn.debug.backward import (
+    GRAD_NAMES,
+    BackwardDiagnosis,
+    attention_reference,
+    backward_variant,
+    diagnose_backward,
+)
 from npattn.errors import ConfigError
 from npattn.gradcheck import TensorCheck, _compare
 
@@ -108,9 +114,16 @@ class BackwardCheck:
             for against, c in (("finite differences", r.numerical), ("npattn's gradient", r.analytical)):
                 assert c is not None
                 rows.append(
-                    [f"d{r.name}" if against[0] == "f" else "", shape if against[0] == "f" else "", against,
-                     f"{c.max_abs_error:.3e}", f"{c.max_rel_error:.3e}", f"{c.allowed:.2e}", _margin(c),
-                     "ok" if c.passed else "FAIL"]  # fmt: skip
+                    [
+                        f"d{r.name}" if against[0] == "f" else "",
+                        shape if against[0] == "f" else "",
+                        against,
+                        f"{c.max_abs_error:.3e}",
+                        f"{c.max_rel_error:.3e}",
+                        f"{c.allowed:.2e}",
+                        _margin(c),
+                        "ok" if c.passed else "FAIL",
+                    ]
                 )
         return header, rows
 
@@ -165,9 +178,15 @@ def _against(name: str, user: np.ndarray, reference: np.ndarray, atol: float, rt
     worst = np.unravel_index(int(np.argmax(error)), error.shape)
     rel = np.where(error > 0, error / np.maximum(np.abs(reference), 1e-300), 0.0)
     return TensorCheck(
-        name, user.shape, float(error[worst]), float(np.max(rel)), allowed, tuple(int(i) for i in worst),
-        float(reference[worst]), float(user[worst]),
-    )  # fmt: skip
+        name,
+        user.shape,
+        float(error[worst]),
+        float(np.max(rel)),
+        allowed,
+        tuple(int(i) for i in worst),
+        float(reference[worst]),
+        float(user[worst]),
+    )
 
 
 def check_backward(
@@ -208,7 +227,9 @@ def check_backward(
         report.error = describe_exception(f"{name}'s forward", exc)
         return report
     if out.shape != expected_out.shape:
-        report.error = f"the forward's output has shape {out.shape}, expected {expected_out.shape}; backward not checked"
+        report.error = (
+            f"the forward's output has shape {out.shape}, expected {expected_out.shape}; backward not checked"
+        )
         return report
     try:
         grads = dict(backward(x64.copy(), {n: w.copy() for n, w in W64.items()}, G.copy()))

@@ -83,8 +83,19 @@ def _forward(
     if num_heads:
         context_vec, merge = F.merge_heads_forward(context_vec)
     return _Forward(
-        x, (Wq, Wk, Wv), (queries, keys, values), splits, attn_scores, mask, attn_weights, dropped, keep, p, scale,
-        merge, context_vec,
+        x,
+        (Wq, Wk, Wv),
+        (queries, keys, values),
+        splits,
+        attn_scores,
+        mask,
+        attn_weights,
+        dropped,
+        keep,
+        p,
+        scale,
+        merge,
+        context_vec,
     )
 
 
@@ -151,7 +162,7 @@ def backward_variant(
     if f.keep is not None:  # dropped = attn_weights * keep / (1 - p)
         dA = dA * f.keep * (1.0 / (1.0 - p) if dropout_scale == "1/(1-p)" else 1.0 / p)
     A = f.attn_weights
-    if causal and causal_form == "renormalise":  # A = B / rowsum(B), B = softmax(tau S) * tril
+    if f.mask is not None and causal_form == "renormalise":  # A = B / rowsum(B), B = softmax(tau S) * tril
         A = F.softmax(f.attn_scores * f.scale)
         row_sum = np.sum(np.where(f.mask, 0.0, A), axis=-1, keepdims=True)
         dB = (dA - np.sum(dA * f.attn_weights, axis=-1, keepdims=True)) / row_sum
@@ -222,7 +233,7 @@ BACKWARD_CATALOGUE: tuple[BackwardMistake, ...] = (
     ),
     BackwardMistake(
         "softmax_backward_diagonal",
-        "softmax backward dS = scale * A * (1 - A) * dA: only the Jacobian's diagonal (the off-diagonal -A_ij A_il dropped)",
+        "softmax backward dS = scale * A * (1 - A) * dA: only the Jacobian's diagonal (no -A_ij A_il terms)",
         _one({"softmax": "diagonal"}),
     ),
     BackwardMistake(
@@ -276,7 +287,7 @@ BACKWARD_CATALOGUE: tuple[BackwardMistake, ...] = (
     ),
     BackwardMistake(
         "head_split_no_transpose",
-        "the head split of dQ, dK, dV undone with a reshape (b, h, n, head_dim) -> (b, n, d_out), without the transpose",
+        "the head split of dQ, dK, dV undone by a reshape (b, h, n, head_dim) -> (b, n, d_out) without the transpose",
         _one({"heads": "reshape"}),
         "multihead",
     ),
@@ -334,7 +345,9 @@ class BackwardDiagnosis:
                 f"the first wrong tensor: d{self.first_wrong}"
             )
         if self.indistinguishable:
-            out.append("  not ruled out (they give the correct gradients on this input): " + ", ".join(self.indistinguishable))
+            out.append(
+                "  not ruled out (they give the correct gradients on this input): " + ", ".join(self.indistinguishable)
+            )
         return out
 
     def __str__(self) -> str:

@@ -111,7 +111,7 @@ class ShapePrediction:
     def _rows(self) -> list[list[str]]:
         return [
             [s.name, s.formula, format_shape(s.shape), format_bytes(s.nbytes(np.float32)),
-             format_bytes(s.nbytes(np.float64)), s.change]  # fmt: skip
+             format_bytes(s.nbytes(np.float64)), s.change]
             for s in self.stages
         ]
 

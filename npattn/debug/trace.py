@@ -91,7 +91,7 @@ class Trace:
         """The stage table, and the attention weights (first sequence, first head) as a heatmap."""
         rows = [
             [s.qualname, s.formula, ", ".join(f"{n} {format_shape(sh)}" for n, sh in s.input_shapes),
-             format_shape(s.shape)]  # fmt: skip
+             format_shape(s.shape)]
             for s in self.stages
         ]
         head = f"trace of {self.module_name}" if self.module_name else "trace"

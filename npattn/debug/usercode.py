@@ -417,13 +417,15 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
     report = CheckReport(
         user.name, user.kind, output, shape_check, row_check, skipped, diagnosis, causal, user.built_as,
         num_heads=user.num_heads,
-    )  # fmt: skip
+    )
     if user.has_backward:
-        settings = {"causal": causal, "num_heads": user.num_heads}
         title = "4. backward: loss = sum(output * G), G random normal (seed 0), float64"
-        report.backward = check_backward(*user.backward_callables(), x, W, name=user.name, title=title, **settings)
+        forward, backward = user.backward_callables()
+        report.backward = check_backward(
+            forward, backward, x, W, name=user.name, title=title, causal=causal, num_heads=user.num_heads
+        )
         if causal and user.kind == "class":
-            obj = user._construct(*W["W_query"].shape, dropout=DROPOUT_P)
+            obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
             report.dropout, report.dropout_note = dropout_check(obj, user.name, x, W, num_heads=user.num_heads)
     return report
 
@@ -434,7 +436,7 @@ def _multihead_diagnosis(
     """The output against npattn's multi-head causal attention (no catalogue of forward mistakes)."""
     x64 = np.asarray(x, dtype=np.float64)
     expected, _ = attention_reference(x64, {n: np.asarray(w, np.float64) for n, w in W.items()}, causal=True,
-                                      num_heads=num_heads)  # fmt: skip
+                                      num_heads=num_heads)
     out = np.asarray(output, dtype=np.float64)
     symptoms: list[Symptom] = []
     max_diff = None
@@ -449,7 +451,7 @@ def _multihead_diagnosis(
     return Diagnosis(
         correct, (), tuple(symptoms), (), max_diff, expected, out, shape_check, True,
         label=f"multi-head causal attention, {num_heads} heads, no output projection",
-    )  # fmt: skip
+    )
 
 
 def run_check(spec: str, *, out: TextIO | None = None) -> int:

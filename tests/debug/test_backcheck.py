@@ -4,10 +4,10 @@ correct code gets nothing; NaN, wrong shapes and exceptions are reported without
 
 from pathlib import Path
 
+import learners
 import numpy as np
 import pytest
 
-import learners
 import npattn
 from npattn.cli import main
 from npattn.debug.backcheck import recover_keep
@@ -43,8 +43,11 @@ HIDDEN_BY_DROPOUT = (
     "MultiHead_softmax_backward_identity",
     "CausalRenormalised_mask_backward_not_zeroed",
 )
-DROPOUT_ONLY = ("Causal_dropout_backward_scale", "CausalRenormalised_dropout_backward_scale",
-                "MultiHead_dropout_backward_scale")  # fmt: skip
+DROPOUT_ONLY = (
+    "Causal_dropout_backward_scale",
+    "CausalRenormalised_dropout_backward_scale",
+    "MultiHead_dropout_backward_scale",
+)
 
 
 @pytest.mark.parametrize(("name", "expected"), cases(), ids=[c[0] for c in cases()])
@@ -163,7 +166,11 @@ def test_the_backward_example_script(capsys):
     runpy.run_path(str(EXAMPLE), run_name="__main__")
     out = capsys.readouterr().out
     assert "attention      backward ok     -> correct" in out
-    for name, identifier in [("no_rowsum", "softmax_backward_no_rowsum"), ("diagonal", "softmax_backward_diagonal"),
-                             ("no_transpose", "scores_backward_no_transpose"), ("missing_path", "dx_missing_path"),
-                             ("SelfAttention", "softmax_backward_missing_scale")]:  # fmt: skip
+    for name, identifier in [
+        ("no_rowsum", "softmax_backward_no_rowsum"),
+        ("diagonal", "softmax_backward_diagonal"),
+        ("no_transpose", "scores_backward_no_transpose"),
+        ("missing_path", "dx_missing_path"),
+        ("SelfAttention", "softmax_backward_missing_scale"),
+    ]:
         assert f"{name:<14} backward WRONG  -> {identifier}" in out

@@ -2,10 +2,10 @@
 
 from html.parser import HTMLParser
 
+import learners
 import numpy as np
 import pytest
 
-import learners
 import npattn
 from npattn.debug.usercode import attention_from_module, check_attention
 
@@ -69,7 +69,9 @@ def test_the_heatmap_of_multi_head_weights_shows_the_first_head():
 
 def test_shape_prediction_renders_shapes_and_memory():
     p = parse(npattn.predict_shapes(6, 3, 2))
-    assert ["attn_scores", "queries @ keys^T", "(6, 6)", "144 B", "288 B"] == p.cells[p.cells.index("attn_scores"):][:5]
+    assert ["attn_scores", "queries @ keys^T", "(6, 6)", "144 B", "288 B"] == p.cells[p.cells.index("attn_scores") :][
+        :5
+    ]
     assert any("all stages: 552 B in float32" in c for c in p.cells)
 
 
@@ -85,7 +87,16 @@ def test_prediction_memory_is_the_n_by_n_arithmetic():
 def test_gradcheck_report_renders():
     report = npattn.gradcheck(npattn.SelfAttention_v1(3, 2, rng=123), npattn.book_inputs())
     p = parse(report)
-    assert p.cells[:8] == ["gradient check", "tensor", "shape", "max abs err", "max rel err", "allowed", "margin", "result"]
+    assert p.cells[:8] == [
+        "gradient check",
+        "tensor",
+        "shape",
+        "max abs err",
+        "max rel err",
+        "allowed",
+        "margin",
+        "result",
+    ]
     assert "W_query" in p.cells and "ok" in p.cells and any("PASSED" in c for c in p.cells)
 
 
@@ -106,7 +117,7 @@ def test_check_reports_render(name, expected):
     report = check_attention(attention_from_module(learners, name))
     p = parse(report)
     assert "context_vec" in p.cells  # the shape table
-    assert ["dW_key", "(3, 2)", "finite differences"] == p.cells[p.cells.index("dW_key"):][:3]
+    assert ["dW_key", "(3, 2)", "finite differences"] == p.cells[p.cells.index("dW_key") :][:3]
     assert any(expected in c for c in p.cells)
     p = parse(report.backward)
     assert "npattn's gradient" in p.cells
