@@ -15,6 +15,8 @@ projection). Class names: the correct class's name, "_", the mistake (``Attentio
 Dropout draws its keep mask from ``np.random`` (the check seeds it before every forward).
 """
 
+from types import SimpleNamespace
+
 import numpy as np
 
 BUGS = (
@@ -73,51 +75,17 @@ def forward(x, W_query, W_key, W_value, causal=False, renormalise=False, dropout
     out = dropped @ values
     if num_heads:
         out = out.transpose(0, 2, 1, 3).reshape(x.shape[0], n, d_out)
-    cache = (
-        x,
-        W_query,
-        W_key,
-        W_value,
-        queries,
-        keys,
-        values,
-        attn_scores,
-        attn_weights,
-        dropped,
-        full_weights,
-        tril,
-        row_sum,
-        keep,
-        dropout,
-        scale,
-        causal,
-        num_heads,
-    )
+    cache = SimpleNamespace(**locals())  # everything the backward needs, by name
     return out, cache
 
 
 def backward(d_out, cache, bug=None):
     """-> (dx, dW_query, dW_key, dW_value)."""
-    (
-        x,
-        W_query,
-        W_key,
-        W_value,
-        queries,
-        keys,
-        values,
-        attn_scores,
-        attn_weights,
-        dropped,
-        full_weights,
-        tril,
-        row_sum,
-        keep,
-        dropout,
-        scale,
-        _causal,
-        num_heads,
-    ) = cache
+    c = cache
+    x, W_query, W_key, W_value, scale = c.x, c.W_query, c.W_key, c.W_value, c.scale
+    queries, keys, values, attn_scores, attn_weights = c.queries, c.keys, c.values, c.attn_scores, c.attn_weights
+    dropped, full_weights, tril, row_sum = c.dropped, c.full_weights, c.tril, c.row_sum
+    keep, dropout, num_heads = c.keep, c.dropout, c.num_heads
     width = W_query.shape[1]
     if num_heads:
         b, n, _ = x.shape
