@@ -348,12 +348,20 @@ class CheckReport:
             lines += ["", str(self.dropout)]
         elif self.dropout_note:
             lines += ["", self.dropout_note]
-        verdict = "PASSED" if self.passed else "FAILED"
-        checked = "forward and backward" if self.backward is not None else "forward (no backward to check)"
-        lines += ["", f"{self.name}: {verdict} ({checked})"]
+        lines += ["", f"{self.name}: {self.verdict()}"]
         return "\n".join(lines)
 
     __repr__ = __str__
+
+    def verdict(self) -> str:
+        """One line: PASSED or FAILED, and which of forward and backward is right."""
+        forward = "the forward is right" if self.diagnosis.correct else "the forward is wrong"
+        if self.backward is None:
+            return f"{'PASSED' if self.passed else 'FAILED'}: {forward} (no backward to check)"
+        backward = all(c is None or c.passed for c in (self.backward, self.dropout))
+        if self.passed:
+            return "PASSED: the forward and the backward are right"
+        return f"FAILED: {forward}, the backward is {'right' if backward else 'wrong'}"
 
     def _repr_html_(self) -> str:
         rows = [[r.name, str(r.expected), str(r.actual), "ok" if r.ok else "MISMATCH"] for r in self.shape_check.rows]
