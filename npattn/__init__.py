@@ -67,6 +67,7 @@ from npattn.nn import (
     Parameter,
     SelfAttention_v1,
     SelfAttention_v2,
+    Sequential,
     functional,
     losses,
 )
@@ -125,6 +126,7 @@ __all__ = [
     "RowCheck",
     "SelfAttention_v1",
     "SelfAttention_v2",
+    "Sequential",
     "ShapeCheck",
     "ShapeError",
     "ShapePrediction",

@@ -36,8 +36,8 @@ for _dtype in ("float32", "float64"):
     ]))  # fmt: skip
 for _p in (0.1, 0.5, 0.8):
     STREAM_CASES.append((f"bernoulli_p{_p}", 123, [
-        ("bernoulli", (6, 6), "float32", _p), ("bernoulli", (801,), "float32", _p), ("bernoulli", (5000,), "float64", _p),
-        ("bernoulli", (17,), "bool", _p), ("rand", (3,), "float32"),
+        ("bernoulli", (6, 6), "float32", _p), ("bernoulli", (801,), "float32", _p),
+        ("bernoulli", (5000,), "float64", _p), ("bernoulli", (17,), "bool", _p), ("rand", (3,), "float32"),
     ]))  # fmt: skip
 
 

@@ -18,6 +18,8 @@ float32 blocks use the AVX2 Cephes code reproduced in :mod:`npattn.random.cephes
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +52,11 @@ def normal_blocks(u: np.ndarray, mean: float, std: float) -> np.ndarray:
     """Transform 16 k uniforms (float32 or float64) block by block, in their dtype; returns a new
     array of the same length and dtype."""
     kind = u.dtype.type
-    log, sincos, fma = (log_ps, sincos_ps, fma_float32) if kind is np.float32 else (_libm_log, _libm_sincos, fma_float64)
+    fma: Callable[[Any, Any, Any], np.ndarray]
+    if kind is np.float32:
+        log, sincos, fma = log_ps, sincos_ps, fma_float32
+    else:
+        log, sincos, fma = _libm_log, _libm_sincos, fma_float64
     one, minus_two, two_pi, zero = kind(1.0), kind(-2.0), kind(2.0 * math.pi), kind(0.0)
     mean_, std_ = kind(mean), kind(std)
     blocks = u.reshape(-1, 2, 8)

@@ -130,7 +130,9 @@ class TorchGenerator:
         fma = fma_float32 if dtype == np.float32 else fma_float64
         return fma(u, hi - lo, lo).reshape(u.shape)
 
-    def normal(self, shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0, dtype: Any = np.float32) -> np.ndarray:
+    def normal(
+        self, shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0, dtype: Any = np.float32
+    ) -> np.ndarray:
         """Samples like ``torch.empty(shape, dtype=dtype).normal_(mean, std)`` (contiguous).
 
         Below 16 elements each element takes the scalar Box-Muller path (two float64 uniforms
