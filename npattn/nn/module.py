@@ -420,7 +420,9 @@ class Module:
         return head + "\n  " + "\n  ".join(lines) + "\n)"
 
 
-_DEVICE_TYPES = {"cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "hpu", "mtia", "lazy", "ipu", "vulkan", "privateuseone"}
+_DEVICE_TYPES = {
+    "cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "hpu", "mtia", "lazy", "ipu", "vulkan", "privateuseone",
+}  # fmt: skip
 
 
 def _device_name(value: Any) -> str | None:
