@@ -71,7 +71,7 @@ from npattn.nn import (
     functional,
     losses,
 )
-from npattn.random import TorchGenerator, default_generator, initial_seed, manual_seed, seed
+from npattn.random import TorchGenerator, default_generator, initial_seed, manual_seed, rand, randn, seed
 from npattn.train import History, fit, fit_lbfgs, load, load_metadata, save, tasks, train_task
 
 # The flat module paths of npattn 0.1 stay importable (``from npattn.functional import ...``,
@@ -163,6 +163,8 @@ __all__ = [
     "optim",
     "predict_shapes",
     "predict_shapes_for",
+    "rand",
+    "randn",
     "random",
     "save",
     "seed",
