@@ -8,25 +8,25 @@ gradient to the last child first and passes each child's input gradient to the o
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
 from typing import Any
 
-from npattn.nn.module import Module
+from npattn.nn.module import Module, ModuleList
 
 __all__ = ["Sequential"]
 
 
-class Sequential(Module):
+class Sequential(ModuleList):
     """``Sequential(a, b, c)`` or ``Sequential(OrderedDict(name=module, ...))``.
 
     forward: x -> c(b(a(x))); backward: grad_output -> a.backward(b.backward(c.backward(grad_output))).
+    Indexing, ``len``, iteration and ``append`` are ``ModuleList``'s.
 
     Raises:
         TypeError: a child that is not an npattn Module (as PyTorch raises).
     """
 
     def __init__(self, *modules: Module | OrderedDict[str, Module]) -> None:
-        super().__init__()
+        super().__init__()  # an empty ModuleList; the children are added below
         first = modules[0] if len(modules) == 1 else None
         pairs = first.items() if isinstance(first, OrderedDict) else ((str(i), m) for i, m in enumerate(modules))
         for name, module in pairs:
@@ -42,16 +42,3 @@ class Sequential(Module):
         for module in reversed(self._modules.values()):
             grad = module.backward(grad)  # the input gradient of this child is the output gradient of the one before
         return grad
-
-    def append(self, module: Module) -> Sequential:
-        self.add_module(str(len(self._modules)), module)
-        return self
-
-    def __getitem__(self, index: int) -> Module:
-        return list(self._modules.values())[index]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())

@@ -89,6 +89,8 @@ def test_sequential_keys_forward_and_backward():
     assert report.passed
     named = npattn.Sequential(OrderedDict(first=npattn.Linear(2, 2, rng=1)))
     assert list(named.state_dict()) == ["first.weight", "first.bias"]
+    with pytest.raises(TypeError, match="npattn.Module"):
+        npattn.Sequential(npattn.Linear(2, 2, rng=1), np.tanh)
 
 
 def test_sequential_backward_runs_in_reverse():
