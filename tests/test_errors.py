@@ -535,6 +535,13 @@ def library_bad_inputs() -> list[BadInput]:
             "bernoulli expects 0 <= p <= 1, got p=1.5",
         ),
         (
+            "TorchGenerator.bernoulli(...)",
+            "dtype='foo'",
+            lambda: G(0).bernoulli((3,), 0.5, dtype="foo"),
+            npattn.DTypeError,
+            "bernoulli dtype must be a NumPy dtype such as np.float32 or bool, got 'foo'",
+        ),
+        (
             "TorchGenerator.set_state(state)",
             "missing entries",
             lambda: G(0).set_state({}),
