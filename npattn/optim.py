@@ -372,7 +372,7 @@ class SGD(Optimizer):
             buf = g.copy() if buf is None else momentum * buf + (1 - dampening) * g
             state["momentum_buffer"] = buf
             g = g + momentum * buf if group["nesterov"] else buf
-        param.data -= lr * g
+        np.subtract(param.data, lr * g, out=param.data)
 
 
 class Adam(Optimizer):
@@ -463,7 +463,7 @@ class Adam(Optimizer):
         g = -grad if group["maximize"] else grad
         if wd != 0:
             if self.decoupled_weight_decay:
-                param.data *= 1 - lr * wd
+                np.multiply(param.data, 1 - lr * wd, out=param.data)
             else:
                 g = g + wd * param.data
         state["exp_avg"] = m = beta1 * state["exp_avg"] + (1 - beta1) * g
@@ -473,7 +473,7 @@ class Adam(Optimizer):
         # The same arithmetic in PyTorch's order: lr / (1 - beta1^t) and sqrt(v) / sqrt(1 - beta2^t) + eps.
         step_size = lr / (1 - beta1**t)
         denom = np.sqrt(v) / math.sqrt(1 - beta2**t) + eps
-        param.data -= step_size * (m / denom)
+        np.subtract(param.data, step_size * (m / denom), out=param.data)
 
 
 class AdamW(Adam):
