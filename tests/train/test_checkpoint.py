@@ -14,7 +14,7 @@ import pytest
 
 import npattn
 from npattn.optim import Adam
-from npattn.train import checkpoint
+from npattn.train import atomic, checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -95,9 +95,6 @@ def test_nested_state_round_trip_keeps_types(tmp_path):
         ({"a": np.array([object()])}, "dtype object"),
         ({"a": np.array(["text"])}, "dtype <U4"),
         ({"a": {1, 2}}, "type set"),
-        ({"a/b": np.ones(1)}, "reserved"),
-        ({"__npattn__": 1}, "reserved"),
-        ({"x": {0: np.ones(1), "0": np.ones(1)}}, "two entries map"),
         ({(1, 2): 3}, "keys must be str or int"),
         ({"a": 1j}, "type complex"),
     ],
@@ -164,16 +161,17 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch, s
 
     real_fdopen = os.fdopen
     if step == "mkstemp":
-        monkeypatch.setattr(checkpoint.tempfile, "mkstemp", fail)
+        monkeypatch.setattr(atomic.tempfile, "mkstemp", fail)
     elif step in ("write", "flush"):
 
         def fdopen(fd, mode):
             return FailingFile(real_fdopen(fd, mode), step, error)
 
-        monkeypatch.setattr(checkpoint.os, "fdopen", fdopen)
+        monkeypatch.setattr(atomic.os, "fdopen", fdopen)
     else:
-        monkeypatch.setattr(checkpoint.os, step, fail)
-    with pytest.raises(error):
+        monkeypatch.setattr(atomic.os, step, fail)
+    # an OSError (a full disk, ...) is reported as a CheckpointError; a crash (Interrupt) propagates
+    with pytest.raises(npattn.CheckpointError if error is OSError else error):
         npattn.save({"W": np.ones((5, 5))}, path)
     monkeypatch.undo()
     assert path.read_bytes() == before
@@ -192,7 +190,7 @@ def test_killed_process_leaves_a_loadable_checkpoint(tmp_path, step):
         sys.path.insert(0, {ROOT!r})
         import numpy as np
         import npattn
-        from npattn.train import checkpoint
+        from npattn.train import atomic
         step = {step!r}
         real_fdopen, real_replace = os.fdopen, os.replace
         class Half:
@@ -201,13 +199,13 @@ def test_killed_process_leaves_a_loadable_checkpoint(tmp_path, step):
             def __enter__(self): return self
             def __exit__(self, *a): pass
         if step == "write":
-            checkpoint.os.fdopen = lambda fd, mode: Half(real_fdopen(fd, mode))
+            atomic.os.fdopen = lambda fd, mode: Half(real_fdopen(fd, mode))
         elif step == "fsync":
-            checkpoint.os.fsync = lambda fd: os._exit(9)
+            atomic.os.fsync = lambda fd: os._exit(9)
         elif step == "replace":
-            checkpoint.os.replace = lambda a, b: os._exit(9)
+            atomic.os.replace = lambda a, b: os._exit(9)
         else:
-            checkpoint.os.replace = lambda a, b: (real_replace(a, b), os._exit(9))
+            atomic.os.replace = lambda a, b: (real_replace(a, b), os._exit(9))
         npattn.save({{"W": np.ones(3)}}, {str(path)!r})
         """
     )
