@@ -74,7 +74,9 @@ class Optimizer:
             raise ConfigError("params must be an iterable of Parameters, got a single Parameter (use [param])")
         if isinstance(params, (str, bytes, Mapping)) or not isinstance(params, Iterable):
             hint = " (pass model.parameters())" if hasattr(params, "parameters") else ""
-            raise ConfigError(f"{name} expects an iterable of Parameters or of group dicts, got {type(params).__name__}{hint}")
+            raise ConfigError(
+                f"{name} expects an iterable of Parameters or of group dicts, got {type(params).__name__}{hint}"
+            )
         groups: list[Any] = list(params)
         if not groups:
             raise ConfigError(
@@ -95,7 +97,9 @@ class Optimizer:
     def _check_group(self, group: Any, where: str) -> dict[str, Any]:
         """A group's settings (defaults filled in for missing ones), checked like the constructor's."""
         if not isinstance(group, Mapping):
-            raise ConfigError(f"{where}expected a dict such as {{'params': [...], 'lr': 0.01}}, got {type(group).__name__}")
+            raise ConfigError(
+                f"{where}expected a dict such as {{'params': [...], 'lr': 0.01}}, got {type(group).__name__}"
+            )
         unknown = sorted(str(k) for k in group if k != "params" and k not in self.defaults)
         if unknown:
             raise ConfigError(
@@ -200,7 +204,10 @@ class Optimizer:
             raise error(f"{what}: its state must be a dict of buffers, got {type(buffers).__name__}")
         unknown = sorted(str(k) for k in buffers if k not in self.buffers)
         if unknown:
-            raise error(f"{what}: unknown state {', '.join(map(repr, unknown))} ({type(self).__name__} keeps {', '.join(self.buffers)})")
+            raise error(
+                f"{what}: unknown state {', '.join(map(repr, unknown))} "
+                f"({type(self).__name__} keeps {', '.join(self.buffers)})"
+            )
         for name, value in buffers.items():
             if name != "step" and (not isinstance(value, np.ndarray) or value.shape != p.shape):
                 shape = value.shape if isinstance(value, np.ndarray) else type(value).__name__
@@ -232,7 +239,9 @@ class Optimizer:
                 unknown buffers, buffers of another shape or with non-finite values.
         """
         if not isinstance(state_dict, Mapping):
-            raise StateDictError(f"optimizer state_dict must be a dict with 'state' and 'param_groups', got {type(state_dict).__name__}")
+            raise StateDictError(
+                f"optimizer state_dict must be a dict with 'state' and 'param_groups', got {type(state_dict).__name__}"
+            )
         saved_groups, saved_state = state_dict.get("param_groups"), state_dict.get("state")
         if not isinstance(saved_groups, (list, tuple)) or not isinstance(saved_state, Mapping):
             raise StateDictError(
@@ -271,7 +280,9 @@ class Optimizer:
             if isinstance(key, bool) or not isinstance(key, numbers.Integral) or int(key) not in by_index:
                 raise StateDictError(f"state for parameter index {key!r}, which no parameter group lists")
             param = by_index[int(key)]
-            group_settings = next(s for s, g in zip(new_settings, self.param_groups) if any(q is param for q in g["params"]))
+            group_settings = next(
+                s for s, g in zip(new_settings, self.param_groups) if any(q is param for q in g["params"])
+            )
             what = f"state of parameter {key}"
             if not isinstance(buffers, Mapping):
                 raise StateDictError(f"{what} must be a dict of buffers, got {type(buffers).__name__}")

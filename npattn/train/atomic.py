@@ -21,7 +21,7 @@ from typing import Any
 
 from npattn.errors import CheckpointError
 
-__all__ = ["atomic_write", "check_source", "check_target", "as_path"]
+__all__ = ["as_path", "atomic_write", "check_source", "check_target"]
 
 _KINDS = {
     stat.S_IFDIR: "a directory",

@@ -73,7 +73,9 @@ def _encode(value: Any, keys: list[Any], arrays: dict[str, np.ndarray], active: 
     if len(keys) > MAX_DEPTH:
         raise CheckpointError(f"cannot save {_where(keys[:3])}...: nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, np.ma.MaskedArray):
-        raise CheckpointError(f"cannot save {_where(keys)}: a masked array (its mask would be lost); save .data and .mask")
+        raise CheckpointError(
+            f"cannot save {_where(keys)}: a masked array (its mask would be lost); save .data and .mask"
+        )
     if isinstance(value, (np.ndarray, np.generic)):
         arr = np.asarray(value)
         if arr.dtype.kind not in "biuf":
@@ -112,7 +114,11 @@ def _check_tree(node: Any, names: list[str], depth: int = 0) -> None:
     if not isinstance(node, dict) or len(node) not in (1, 2):
         raise CheckpointError(f"corrupt tree entry {node!r:.80}")
     if "array" in node:
-        if set(node) != {"array", "scalar"} or not isinstance(node["array"], str) or not isinstance(node["scalar"], bool):
+        if (
+            set(node) != {"array", "scalar"}
+            or not isinstance(node["array"], str)
+            or not isinstance(node["scalar"], bool)
+        ):
             raise CheckpointError(f"corrupt tree entry {node!r:.80}")
         names.append(node["array"])
     elif "value" in node:
@@ -127,8 +133,8 @@ def _check_tree(node: Any, names: list[str], depth: int = 0) -> None:
         keys = [entry[0] for entry in node["dict"]]
         if len(set(map(repr, keys))) != len(keys):
             raise CheckpointError("a dict lists the same key twice")
-    elif len(node) == 1 and isinstance(node.get("list", node.get("tuple")), list):
-        for item in node.get("list", node.get("tuple")):
+    elif len(node) == 1 and isinstance(items := node.get("list", node.get("tuple")), list):
+        for item in items:
             _check_tree(item, names, depth + 1)
     else:
         raise CheckpointError(f"corrupt tree entry {node!r:.80}")
@@ -259,7 +265,10 @@ def save(obj: Any, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] 
     header_text = json.dumps({"format": FORMAT, "version": VERSION, **meta, "tree": tree})
     _parse_header(header_text)  # the loader's own check: a file load refuses is never written
     buffer = io.BytesIO()
-    np.savez(buffer, **{META_KEY: np.array(header_text)}, **arrays)  # stored, uncompressed members
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:  # what np.savez writes
+        for name, arr in {META_KEY: np.array(header_text), **arrays}.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, arr, allow_pickle=False)
     atomic_write(path, buffer.getvalue())
 
 
@@ -380,11 +389,13 @@ def _open_npz(path: str, read_arrays: bool) -> tuple[dict[str, Any], dict[str, n
         with npz.zip:
             header, names = npz.header()
             arrays = {}
+            scalars = set(_scalar_names(header["tree"]))
             for name in names:
+                shape, _ = npz.check(name)
+                if name in scalars and shape != ():
+                    raise CheckpointError(f"{path!r}: the index marks member {name!r} of shape {shape} as a scalar")
                 if read_arrays:
                     arrays[name] = npz.read(name)
-                else:
-                    npz.check(name)
     except CheckpointError:
         raise
     except (OSError, EOFError, ValueError, zipfile.BadZipFile, KeyError, UnicodeDecodeError, RecursionError) as exc:
@@ -408,9 +419,6 @@ def load(path: str | os.PathLike[str]) -> Any:
 
         return load_safetensors(source)[0]
     header, arrays = _open_npz(source, read_arrays=True)
-    scalars_ok = all(arrays[n].shape == () for n in _scalar_names(header["tree"]))
-    if not scalars_ok:
-        raise CheckpointError(f"{source!r}: the index marks a member of more than one element as a scalar")
     return _decode(header["tree"], arrays)
 
 

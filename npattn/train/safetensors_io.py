@@ -78,16 +78,21 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         raise CheckpointError(f"{bad}: {exc}") from None
     raw_meta = raw.get("__metadata__") or {} if isinstance(raw, dict) else {}
     meta: dict[str, Any] = {"format": raw_meta.get("format"), "version": raw_meta.get("version")}
-    if raw_meta.get("format") == FORMAT:
+    if raw_meta.get("format") == FORMAT or "npattn" in raw_meta:
         try:
             extra = json.loads(raw_meta.get("npattn", "{}"))
             if not isinstance(extra, dict):
                 raise ValueError("not an object")
             check_json(extra, "npattn")
         except (ValueError, RecursionError, CheckpointError) as exc:
-            raise CheckpointError(f"{path!r}: its 'npattn' metadata is not the JSON object npattn writes ({exc})") from None
+            raise CheckpointError(
+                f"{path!r}: its 'npattn' metadata is not the JSON object npattn writes ({exc})"
+            ) from None
         if raw_meta.get("version") != str(VERSION):
-            raise CheckpointError(f"{path!r} has checkpoint format version {raw_meta.get('version')!r}; this npattn reads version {VERSION}")
+            raise CheckpointError(
+                f"{path!r} has checkpoint format version {raw_meta.get('version')!r}; "
+                f"this npattn reads version {VERSION}"
+            )
         order = extra.pop("order", list(state))
         if not isinstance(order, list) or sorted(map(str, order)) != sorted(state):
             raise CheckpointError(f"{path!r}: its 'npattn' metadata lists other tensors than the file holds")
