@@ -68,33 +68,33 @@ def check_source(path: Any) -> str:
     return text
 
 
-def check_target(path: Any) -> str:
+def check_target(path: Any, what: str = "checkpoint") -> str:
     """The file that saving to ``path`` will replace (symlinks followed), checked before writing.
 
     Raises:
         CheckpointError: the path is a directory, a device, a FIFO or a socket (or a link to one),
             its folder does not exist, or the file or folder is not writable.
     """
-    text = as_path(path)
+    text = as_path(path, f"{what} path")
     real = os.path.realpath(text)
     try:
         st = os.stat(real)
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise CheckpointError(f"cannot write checkpoint {text!r}: {exc.strerror or exc}") from None
+        raise CheckpointError(f"cannot write {what} {text!r}: {exc.strerror or exc}") from None
     if st is not None:
         kind = _kind(st.st_mode)
         if kind:
             via = f" (the symlink points to {real!r})" if real != os.path.abspath(text) else ""
-            raise CheckpointError(f"cannot write checkpoint {text!r}: it is {kind}{via}; save to a file path")
+            raise CheckpointError(f"cannot write {what} {text!r}: it is {kind}{via}; save to a file path")
         if not os.access(real, os.W_OK):
-            raise CheckpointError(f"cannot write checkpoint {text!r}: permission denied (the file is read-only)")
+            raise CheckpointError(f"cannot write {what} {text!r}: permission denied (the file is read-only)")
     folder = os.path.dirname(real)
     if not os.path.isdir(folder):
-        raise CheckpointError(f"cannot write checkpoint {text!r}: the folder {folder!r} does not exist")
+        raise CheckpointError(f"cannot write {what} {text!r}: the folder {folder!r} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise CheckpointError(f"cannot write checkpoint {text!r}: permission denied in the folder {folder!r}")
+        raise CheckpointError(f"cannot write {what} {text!r}: permission denied in the folder {folder!r}")
     return real
 
 
@@ -104,15 +104,15 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def atomic_write(path: Any, data: bytes) -> None:
+def atomic_write(path: Any, data: bytes, what: str = "checkpoint") -> None:
     """Replace the file ``check_target(path)`` names with ``data``, atomically (see the module doc).
 
     Raises:
         CheckpointError: the target is refused by ``check_target``, or writing fails (the message
             says why; the previous file is untouched and no temporary file is left).
     """
-    text = as_path(path)
-    real = check_target(text)
+    text = as_path(path, f"{what} path")
+    real = check_target(text, what)
     folder = os.path.dirname(real)
     try:
         old = os.stat(real)
@@ -135,7 +135,7 @@ def atomic_write(path: Any, data: bytes) -> None:
         tmp = None
     except OSError as exc:
         raise CheckpointError(
-            f"could not write checkpoint {text!r}: {exc.strerror or exc}; the previous file (if any) is untouched"
+            f"could not write {what} {text!r}: {exc.strerror or exc}; the previous file (if any) is untouched"
         ) from None
     finally:
         if tmp is not None and os.path.exists(tmp):

@@ -161,7 +161,7 @@ def _decode(node: Any, arrays: Mapping[str, np.ndarray]) -> Any:
 def check_json(value: Any, where: str, depth: int = 0) -> None:
     """Metadata must come back as it was: dicts with str keys, lists, str, int, float, bool, None."""
     if depth > MAX_DEPTH:
-        raise CheckpointError(f"metadata {where} is nested deeper than {MAX_DEPTH} levels")
+        raise CheckpointError(f"{where} is nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
@@ -173,7 +173,7 @@ def check_json(value: Any, where: str, depth: int = 0) -> None:
     elif not isinstance(value, _SCALARS):
         hint = " (use a list)" if isinstance(value, tuple) else ""
         raise CheckpointError(
-            f"metadata {where} is a {type(value).__name__}{hint}: metadata is JSON, so it holds dicts with "
+            f"{where} is a {type(value).__name__}{hint}: metadata is JSON, so it holds dicts with "
             "str keys, lists, strings, numbers, booleans and None"
         )
 
@@ -347,7 +347,8 @@ class _Npz:
         try:
             header, names = _parse_header(str(text[()]))
         except CheckpointError as exc:
-            raise CheckpointError(f"{self.path!r}: {exc}") from None
+            sep = " " if str(exc).startswith("has ") else ": "
+            raise CheckpointError(f"{self.path!r}{sep}{exc}") from None
         missing = sorted(set(names) - set(self.infos))
         extra = sorted(set(self.infos) - set(names) - {META_KEY})
         if missing or extra:

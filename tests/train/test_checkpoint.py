@@ -14,7 +14,7 @@ import pytest
 
 import npattn
 from npattn.optim import Adam
-from npattn.train import atomic, checkpoint
+from npattn.train import atomic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
