@@ -142,7 +142,12 @@ def train_task(
         run = _run_config(task, optimizer, lr, steps, seed)
     the_task = make_task(run["task"], seed=run["seed"])
     model = the_task.make_model()
-    opt = OPTIMIZERS[run["optimizer"]](model.parameters(), lr=run["lr"])
+    try:
+        opt = OPTIMIZERS[run["optimizer"]](model.parameters(), lr=run["lr"])
+    except ConfigError as exc:
+        if resume is None:
+            raise
+        raise CheckpointError(f"{atomic.as_path(resume)!r} holds a bad run setting: {exc}") from None
     run["lr"] = opt.defaults["lr"]  # checked and a float now
     history = None
     if resume is not None:
