@@ -79,7 +79,7 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
     real = os.path.realpath(text)
     try:
         st = os.stat(real)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         st = None
     except OSError as exc:
         raise CheckpointError(f"cannot write {what} {text!r}: {exc.strerror or exc}") from None
@@ -92,7 +92,8 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
             raise CheckpointError(f"cannot write {what} {text!r}: permission denied (the file is read-only)")
     folder = os.path.dirname(real)
     if not os.path.isdir(folder):
-        raise CheckpointError(f"cannot write {what} {text!r}: the folder {folder!r} does not exist")
+        problem = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise CheckpointError(f"cannot write {what} {text!r}: the folder {folder!r} {problem}")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise CheckpointError(f"cannot write {what} {text!r}: permission denied in the folder {folder!r}")
     return real

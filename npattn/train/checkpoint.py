@@ -327,6 +327,9 @@ class _Npz:
                 f"{path!r} is an .npz file but not an npattn checkpoint (no {META_KEY!r} entry; members: {shown})"
             )
         for info in infos:
+            if not info.filename.endswith(".npy") or info.flag_bits & 0x1:
+                what = "encrypted" if info.flag_bits & 0x1 else "not an .npy array"
+                raise CheckpointError(f"{path!r}: member {info.filename!r} is {what}; npattn writes only .npy members")
             if info.compress_type != zipfile.ZIP_STORED:
                 raise CheckpointError(
                     f"{path!r}: member {info.filename!r} is compressed; npattn stores members uncompressed, and "

@@ -665,3 +665,14 @@ def test_safetensors_refuses_what_it_cannot_hold_and_keeps_0d(tmp_path):
         npattn.load(path)
     save_file({"W_query.weight": np.ones(2)}, str(path), metadata={"format": "pt"})  # PyTorch's: loads
     assert list(npattn.load(path)) == ["W_query.weight"]
+
+
+def test_members_that_are_not_npy_files_are_refused(tmp_path, good):
+    """'W_key' and 'W_key.npy' would both be read as the array W_key: neither is trusted."""
+    members = _members(good)
+    path = tmp_path / "odd.npz"
+    _rezip(path, {**members, "W_key": members["W_query.npy"]})
+    with pytest.raises(npattn.CheckpointError, match="member 'W_key' is not an .npy array"):
+        npattn.load(path)
+    with pytest.raises(npattn.CheckpointError, match=r"the folder '.*good.npz' is not a folder"):
+        npattn.save({"w": np.ones(1)}, good / "x.npz")
