@@ -339,15 +339,8 @@ class SGD(Optimizer):
         *,
         maximize: bool = False,
     ) -> None:
-        defaults = {
-            "lr": lr,
-            "momentum": momentum,
-            "dampening": dampening,
-            "weight_decay": weight_decay,
-            "nesterov": nesterov,
-            "maximize": maximize,
-        }
-        super().__init__(params, defaults)
+        settings = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
+        super().__init__(params, {**settings, "nesterov": nesterov, "maximize": maximize})
 
     buffers = ("momentum_buffer",)
 
@@ -407,15 +400,8 @@ class Adam(Optimizer):
         *,
         maximize: bool = False,
     ) -> None:
-        defaults = {
-            "lr": lr,
-            "betas": betas,
-            "eps": eps,
-            "weight_decay": weight_decay,
-            "amsgrad": amsgrad,
-            "maximize": maximize,
-        }
-        super().__init__(params, defaults)
+        settings = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
+        super().__init__(params, {**settings, "maximize": maximize})
 
     buffers = ("step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 

@@ -289,13 +289,15 @@ def _looks_like_pickle(head: bytes) -> bool:
     return True
 
 
-def _npy_header(f: Any, name: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+def _npy_header(f: Any, name: str, path: str) -> tuple[tuple[int, ...], bool, np.dtype]:
     version = np.lib.format.read_magic(f)
     if version == (1, 0):
         return np.lib.format.read_array_header_1_0(f)
     if version == (2, 0):
         return np.lib.format.read_array_header_2_0(f)
-    raise CheckpointError(f"member {name!r} is an .npy file of version {version}, which npattn does not write")
+    raise CheckpointError(
+        f"{path!r}: member {name!r} is an .npy file of version {version}, which npattn does not write"
+    )
 
 
 class _Npz:
@@ -329,7 +331,7 @@ class _Npz:
         for info in infos:
             if not info.filename.endswith(".npy") or info.flag_bits & 0x1:
                 what = "encrypted" if info.flag_bits & 0x1 else "not an .npy array"
-                raise CheckpointError(f"{path!r}: member {info.filename!r} is {what}; npattn writes only .npy members")
+                raise CheckpointError(f"{path!r}: member {info.filename!r} is {what}; npattn writes plain .npy members")
             if info.compress_type != zipfile.ZIP_STORED:
                 raise CheckpointError(
                     f"{path!r}: member {info.filename!r} is compressed; npattn stores members uncompressed, and "
@@ -364,7 +366,7 @@ class _Npz:
         """Shape and dtype from the member's .npy header, refused unless they fill the member exactly."""
         info = self.infos[name]
         with self.zip.open(info) as f:
-            shape, _, dtype = _npy_header(f, name)
+            shape, _, dtype = _npy_header(f, name, self.path)
             header_bytes = f.tell()
         if dtype.hasobject:
             raise CheckpointError(
