@@ -63,7 +63,7 @@ def _integer(low: int, high: int | None = None, what: str = "") -> Callable[[str
     return parse
 
 
-SEED = _integer(0, 2**32 - 1, " (seeds lie in [0, 2**32) like MT19937's)")
+SEED = _integer(0, 2**32 - 1, " (the tasks' and inputs' seeds lie in [0, 2**32))")
 COUNT = _integer(0)
 
 

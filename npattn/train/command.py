@@ -13,7 +13,6 @@ from npattn._checks import check_nonnegative_int
 from npattn.errors import CheckpointError, ConfigError, TrainingError
 from npattn.nn.module import Module
 from npattn.optim import SGD, Adam, AdamW, Optimizer
-from npattn.random import TorchGenerator
 from npattn.train import atomic, checkpoint
 from npattn.train.loop import History, fit, progress_header, progress_line
 from npattn.train.tasks import TASKS, make_task
@@ -28,17 +27,16 @@ CHECKPOINT_KEYS = ("run", "step", "model", "optimizer", "history")
 
 
 def _run_config(task: Any, optimizer: Any, lr: Any, steps: Any, seed: Any) -> dict[str, Any]:
-    """The run's settings, checked (the learning rate by the optimizer itself, in ``train_task``)."""
+    """The run's settings, checked (the seed by the task, the learning rate by the optimizer, in ``train_task``)."""
     if not isinstance(task, str) or task not in TASKS:
         raise ConfigError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}")
-    TorchGenerator(seed)  # the seed check: an integer in [0, 2**32)
     return {
         "task": task,
         "optimizer": optimizer,
         "lr": lr,
-        "seed": int(seed),
+        "seed": seed,
         "steps": check_nonnegative_int(steps, "steps"),
     }
 
@@ -140,15 +138,15 @@ def train_task(
         saved, run, start_step = _read_run(resume, steps)
     else:
         run = _run_config(task, optimizer, lr, steps, seed)
-    the_task = make_task(run["task"], seed=run["seed"])
-    model = the_task.make_model()
     try:
+        the_task = make_task(run["task"], seed=run["seed"])
+        model = the_task.make_model()
         opt = OPTIMIZERS[run["optimizer"]](model.parameters(), lr=run["lr"])
     except ConfigError as exc:
         if resume is None:
             raise
         raise CheckpointError(f"{atomic.as_path(resume)!r} holds a bad run setting: {exc}") from None
-    run["lr"] = opt.defaults["lr"]  # checked and a float now
+    run["lr"], run["seed"] = opt.defaults["lr"], the_task.seed  # checked: a float and an int now
     history = None
     if resume is not None:
         history = _restore(saved, atomic.as_path(resume), model, opt, run, start_step)

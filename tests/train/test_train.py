@@ -384,7 +384,7 @@ def test_zero_steps_still_writes_the_checkpoint_and_it_resumes(tmp_path):
     [
         ({"steps": -1}, npattn.ConfigError, "steps must be an integer >= 0, got -1"),
         ({"steps": 1.5}, npattn.ConfigError, "steps must be an integer >= 0, got 1.5"),
-        ({"seed": -1}, npattn.ConfigError, "seed must lie in [0, 2**32)"),
+        ({"seed": -1}, npattn.ConfigError, "seed must be an integer in [0, 2**32), got -1"),
         ({"lr": "0.1"}, npattn.ConfigError, "Invalid learning rate"),
         ({"lr": float("nan")}, npattn.ConfigError, "Invalid learning rate"),
         ({"log_every": -1}, npattn.ConfigError, "log_every must be an integer >= 0"),
@@ -418,7 +418,7 @@ def _edited_run(tmp_path, edit):
     [
         (lambda s: s.update(extra=1), "not a checkpoint npattn train wrote"),
         (lambda s: s["run"].update(lr=-1.0), "Invalid learning rate: -1.0"),
-        (lambda s: s["run"].update(seed="x"), "bad run setting: seed must be an integer"),
+        (lambda s: s["run"].update(seed="x"), "bad run setting: seed must be an integer in [0, 2**32), got 'x'"),
         (lambda s: s.update(step=-2), "the checkpoint's step must be an integer >= 0"),
         (lambda s: s["optimizer"]["param_groups"][0].update(lr=0.3), "differs from the run's lr 0.05"),
         (lambda s: s["optimizer"]["param_groups"][0].update(amsgrad="no"), "amsgrad must be True or False"),
