@@ -25,32 +25,22 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool
+from npattn._checks import as_array
 from npattn.errors import ConfigError, DTypeError, ShapeError, StateDictError
 from npattn.nn.module import Parameter
+from npattn.optim_checks import (
+    adam_settings,
+    as_list,
+    check_adam_buffers,
+    check_buffer_shapes,
+    check_buffer_values,
+    check_grad,
+    sgd_settings,
+)
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
 
 ParamsLike = Iterable[Parameter] | Iterable[Mapping[str, Any]]
-
-
-def _check_nonnegative(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ConfigError(f"Invalid {name}: expected a finite number >= 0, got {value!r}")
-    if value < 0:
-        raise ConfigError(f"Invalid {name}: {value} (must be >= 0)")
-    return float(value)
-
-
-def _check_betas(betas: Any) -> tuple[float, float]:
-    try:
-        beta1, beta2 = betas
-    except (TypeError, ValueError):
-        raise ConfigError(f"Invalid betas: expected a pair (beta1, beta2), got {betas!r}") from None
-    for i, beta in enumerate((beta1, beta2)):
-        if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not 0.0 <= float(beta) < 1.0:
-            raise ConfigError(f"Invalid beta parameter at index {i}: {beta!r} (must lie in [0, 1))")
-    return float(beta1), float(beta2)
 
 
 class Optimizer:
@@ -72,12 +62,7 @@ class Optimizer:
         name = type(self).__name__
         if isinstance(params, Parameter):
             raise ConfigError("params must be an iterable of Parameters, got a single Parameter (use [param])")
-        if isinstance(params, (str, bytes, Mapping)) or not isinstance(params, Iterable):
-            hint = " (pass model.parameters())" if hasattr(params, "parameters") else ""
-            raise ConfigError(
-                f"{name} expects an iterable of Parameters or of group dicts, got {type(params).__name__}{hint}"
-            )
-        groups: list[Any] = list(params)
+        groups = as_list(params, f"{name} expects an iterable of Parameters or of group dicts")
         if not groups:
             raise ConfigError(
                 f"{name} got an empty parameter list: pass model.parameters() (a generator is used up after one pass)"
@@ -96,12 +81,12 @@ class Optimizer:
 
     def _check_group(self, group: Any, where: str) -> dict[str, Any]:
         """A group's settings (defaults filled in for missing ones), checked like the constructor's."""
-        if not isinstance(group, Mapping):
+        if type(group) is not dict and not isinstance(group, Mapping):
             raise ConfigError(
                 f"{where}expected a dict such as {{'params': [...], 'lr': 0.01}}, got {type(group).__name__}"
             )
-        unknown = sorted(str(k) for k in group if k != "params" and k not in self.defaults)
-        if unknown:
+        if not group.keys() <= {"params", *self.defaults}:
+            unknown = sorted(str(k) for k in group if k != "params" and k not in self.defaults)
             raise ConfigError(
                 f"{where}unknown setting(s) {', '.join(map(repr, unknown))} for {type(self).__name__} "
                 f"(it takes {', '.join(self.defaults)})"
@@ -111,17 +96,16 @@ class Optimizer:
 
     def _check_params(self, params: Any, where: str, others: Iterable[Parameter] = ()) -> list[Parameter]:
         name = type(self).__name__
-        if isinstance(params, Parameter):
-            params = [params]
-        elif isinstance(params, (str, bytes, Mapping)) or not isinstance(params, Iterable):
-            hint = " (pass model.parameters())" if hasattr(params, "parameters") else ""
-            raise ConfigError(f"{where}'params' must be an iterable of Parameters, got {type(params).__name__}{hint}")
-        params = list(params)
+        params = (
+            [params]
+            if isinstance(params, Parameter)
+            else as_list(params, f"{where}'params' must be an iterable of Parameters")
+        )
         if not params:
             raise ConfigError(f"{name}: {where}a parameter group has no parameters")
         seen: dict[int, int] = {}
         for i, p in enumerate(params):
-            if not isinstance(p, Parameter):
+            if type(p) is not Parameter and not isinstance(p, Parameter):
                 raise ConfigError(f"{name} can only optimize npattn.Parameter, got {type(p).__name__}")
             if id(p) in seen:
                 raise ConfigError(
@@ -180,38 +164,18 @@ class Optimizer:
             for j, p in enumerate(params):
                 if not p.requires_grad or p.grad is None:
                     continue
-                what = f"{type(self).__name__} parameter {j} of group {i}"
-                grad = self._check_grad(p, what)
+                what = (type(self).__name__, j, i)  # formatted only for an error
+                grad = check_grad(p, what)
                 self._check_buffers(self.state.get(p, {}), p, settings, what, StateDictError)
                 work.append((p, grad, settings))
         for p, grad, settings in work:
             self._update(p, grad, settings, self.state.setdefault(p, {}))
 
-    @staticmethod
-    def _check_grad(p: Parameter, what: str) -> np.ndarray:
-        if not isinstance(p.data, np.ndarray) or not p.data.flags.writeable:
-            raise ConfigError(f"{what}: its .data is read-only, so it cannot be updated in place")
-        grad = as_array(p.grad, f"{what}: .grad", p.dtype)
-        if grad.shape != p.shape:
-            raise ShapeError(f"{what}: .grad has shape {grad.shape}, the parameter has {p.shape}")
-        return grad
-
     def _check_buffers(
-        self, buffers: Any, p: Parameter, settings: Mapping[str, Any], what: str, error: type[Exception]
+        self, buffers: Any, p: Parameter, settings: Mapping[str, Any], what: Any, error: type[Exception]
     ) -> None:
-        """A parameter's state: known buffer names, arrays of the parameter's shape (values: see subclasses)."""
-        if not isinstance(buffers, Mapping):
-            raise error(f"{what}: its state must be a dict of buffers, got {type(buffers).__name__}")
-        unknown = sorted(str(k) for k in buffers if k not in self.buffers)
-        if unknown:
-            raise error(
-                f"{what}: unknown state {', '.join(map(repr, unknown))} "
-                f"({type(self).__name__} keeps {', '.join(self.buffers)})"
-            )
-        for name, value in buffers.items():
-            if name != "step" and (not isinstance(value, np.ndarray) or value.shape != p.shape):
-                shape = value.shape if isinstance(value, np.ndarray) else type(value).__name__
-                raise error(f"{what}: state {name!r} has shape {shape}, the parameter has {p.shape}")
+        """A parameter's state: known buffer names, arrays of the parameter's shape (Adam: see there)."""
+        check_buffer_shapes(buffers, p, self.buffers, type(self).__name__, what, error)
 
     def _update(self, param: Parameter, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> None:
         raise NotImplementedError
@@ -297,19 +261,13 @@ class Optimizer:
                     raise StateDictError(str(exc)) from None
                 converted[name] = np.array(arr, copy=True)
             self._check_buffers(converted, param, group_settings, what, StateDictError)
-            self._check_buffer_values(converted, group_settings, what)
+            check_buffer_values(converted, what)
             if "step" in converted:
                 converted["step"] = int(converted["step"])
             new_state[param] = converted
         for group, settings in zip(self.param_groups, new_settings):
             group.update(settings)
         self.state = new_state
-
-    def _check_buffer_values(self, buffers: Mapping[str, Any], settings: Mapping[str, Any], what: str) -> None:
-        """Finite buffers; subclasses add their own rules (a step count, non-negative second moments)."""
-        for name, value in buffers.items():
-            if isinstance(value, np.ndarray) and not np.isfinite(value).all():
-                raise StateDictError(f"{what}: {name!r} holds NaN or inf")
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]
@@ -345,20 +303,7 @@ class SGD(Optimizer):
     buffers = ("momentum_buffer",)
 
     def _check_settings(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
-        try:
-            checked = {
-                "lr": _check_nonnegative(settings["lr"], "learning rate"),
-                "momentum": _check_nonnegative(settings["momentum"], "momentum value"),
-                "dampening": _check_nonnegative(settings["dampening"], "dampening value"),
-                "weight_decay": _check_nonnegative(settings["weight_decay"], "weight_decay value"),
-                "nesterov": check_bool(settings["nesterov"], "nesterov"),
-                "maximize": check_bool(settings["maximize"], "maximize"),
-            }
-            if checked["nesterov"] and (checked["momentum"] <= 0 or checked["dampening"] != 0):
-                raise ConfigError("Nesterov momentum requires a momentum and zero dampening")
-        except ConfigError as exc:
-            raise ConfigError(f"{where}{exc}") from None
-        return checked
+        return sgd_settings(settings, where)
 
     def _update(self, param: Parameter, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> None:
         # g_t = -grad if maximize else grad
@@ -406,39 +351,13 @@ class Adam(Optimizer):
     buffers = ("step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 
     def _check_settings(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
-        try:
-            return {
-                "lr": _check_nonnegative(settings["lr"], "learning rate"),
-                "betas": _check_betas(settings["betas"]),
-                "eps": _check_nonnegative(settings["eps"], "epsilon value"),
-                "weight_decay": _check_nonnegative(settings["weight_decay"], "weight_decay value"),
-                "amsgrad": check_bool(settings["amsgrad"], "amsgrad"),
-                "maximize": check_bool(settings["maximize"], "maximize"),
-            }
-        except ConfigError as exc:
-            raise ConfigError(f"{where}{exc}") from None
+        return adam_settings(settings, where)
 
     def _check_buffers(
-        self, buffers: Any, p: Parameter, settings: Mapping[str, Any], what: str, error: type[Exception]
+        self, buffers: Any, p: Parameter, settings: Mapping[str, Any], what: Any, error: type[Exception]
     ) -> None:
-        """Adam's state is empty (before the first step) or holds a step count >= 1 and every moment."""
         super()._check_buffers(buffers, p, settings, what, error)
-        if not buffers:
-            return
-        wanted = {"step", "exp_avg", "exp_avg_sq"} | ({"max_exp_avg_sq"} if settings["amsgrad"] else set())
-        if set(buffers) != wanted:
-            raise error(
-                f"{what}: expected the buffers {sorted(wanted)} (amsgrad={settings['amsgrad']}), got {sorted(buffers)}"
-            )
-        step = buffers["step"]
-        if isinstance(step, bool) or not isinstance(step, numbers.Integral) or step < 1:
-            raise error(f"{what}: 'step' must be an integer >= 1 (the number of updates so far), got {step!r}")
-
-    def _check_buffer_values(self, buffers: Mapping[str, Any], settings: Mapping[str, Any], what: str) -> None:
-        super()._check_buffer_values(buffers, settings, what)
-        for name in ("exp_avg_sq", "max_exp_avg_sq"):
-            if name in buffers and (buffers[name] < 0).any():
-                raise StateDictError(f"{what}: {name!r} holds negative values (a running mean of squares is >= 0)")
+        check_adam_buffers(buffers, settings["amsgrad"], self.buffers, what, error)
 
     def _update(self, param: Parameter, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> None:
         # g_t = -grad if maximize else grad
@@ -496,4 +415,3 @@ class AdamW(Adam):
         maximize: bool = False,
     ) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
-
