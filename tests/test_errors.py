@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from attention_cases import ATTENTION_CASES, AttentionCase
+from training_bad_inputs import training_bad_inputs
 
 import npattn
 from npattn.nn import functional as F
@@ -810,10 +811,16 @@ def chapter3_bad_inputs() -> list[BadInput]:
     return [BadInput(*row) for row in rows]
 
 
+def training_rows() -> list[BadInput]:
+    """Optimizers, checkpoints and train_task (tests/training_bad_inputs.py)."""
+    return [BadInput(*row) for row in training_bad_inputs()]
+
+
 BAD_INPUTS = (
     [row for case in ATTENTION_CASES for row in attention_bad_inputs(case)]
     + library_bad_inputs()
     + chapter3_bad_inputs()
+    + training_rows()
 )
 
 
@@ -844,7 +851,9 @@ def table_rows() -> list[str]:
         return text.replace("|", "\\|").replace("\n\t", "<br>").replace("\n", "<br>")
 
     rows = []
-    for row in attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs() + chapter3_bad_inputs():
+    for row in (
+        attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs() + chapter3_bad_inputs() + training_rows()
+    ):
         message = _message(row)
         rows.append(f"| `{cell(row.entry)}` | {cell(row.what)} | `{row.error.__name__}` | {cell(message)} |")
     return rows

@@ -97,7 +97,7 @@ def check_finite(model: Module, loss: float, step: int) -> None:
     if problem:
         raise TrainingError(
             f"training stopped at step {step}: {problem}. The weights were not updated (they hold the values "
-            "after the previous step) and the last checkpoint, if any, is untouched; try a smaller learning rate."
+            "after the previous step); try a smaller learning rate."
         )
 
 
