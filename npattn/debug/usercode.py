@@ -47,13 +47,14 @@ from npattn.debug.rows import RowCheck, check_rows
 from npattn.debug.userbackward import (
     DROPOUT_P,
     dropout_check,
+    forward_of,
     kept_random_state,
     object_callables,
     pair_callables,
     seeded,
 )
-from npattn.debug.weights import to_numpy, weights_of
-from npattn.errors import ConfigError, NpattnError
+from npattn.debug.weights import check_weights, to_numpy, weights_of
+from npattn.errors import ConfigError, NpattnError, ShapeError
 from npattn.nn.attention import MultiHeadAttention, SelfAttention_v1
 
 __all__ = [
@@ -127,6 +128,7 @@ class UserAttention:
     backward_target: Any = None  # NAME_backward of a pair
     num_heads: int | None = None  # a multi-head class
     obj: Any = None  # the object prepare built or loaded
+    note: str = ""  # what was chosen when the file offers more than one thing to check
 
     def _construct(self, d_in: int, d_out: int, dropout: float = 0.0) -> Any:
         """The class built with the first of the book's call forms its constructor accepts."""
@@ -179,16 +181,42 @@ class UserAttention:
         self.obj = obj
         for n in WEIGHT_NAMES:
             _assign(obj, n, W[n], f"{self.name}.{n}")
+        if getattr(obj, "out_proj", None) is not None:
+            self.note = _identity_out_proj(obj, W["W_query"].shape[1], self.name)
         if _is_torch(obj):
             import torch
 
             return lambda x: to_numpy(obj(torch.from_numpy(np.ascontiguousarray(x))))
-        call = seeded(obj)
+        call = seeded(forward_of(obj, self.name))
         return lambda x: to_numpy(call(x))
 
     def run(self, x: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
         """Run on x with the given (d_in, d_out) weights; returns the output as an ndarray."""
         return self.prepare(weights)(x)
+
+
+def _identity_out_proj(obj: Any, d_out: int, name: str) -> str:
+    """Set the object's ``out_proj`` (a Linear or a (d_out, d_out) array) to the identity, bias 0, so
+    the heads' merged output is what is compared; returns the note that says so (or that it could not)."""
+    out_proj = obj.out_proj
+    weight = getattr(out_proj, "weight", None if callable(out_proj) else out_proj)
+    try:
+        shape = np.shape(to_numpy(weight)) if weight is not None else None
+    except Exception:
+        shape = None
+    if shape != (d_out, d_out):
+        return (
+            f"note: {name} has an out_proj npattn check cannot set to the identity: npattn check compares "
+            "attention without an output projection, so with it the forward cannot match"
+        )
+    _assign(obj, "out_proj", np.eye(d_out), f"{name}.out_proj")
+    bias = getattr(out_proj, "bias", None) if hasattr(out_proj, "weight") else None
+    if bias is not None and np.shape(to_numpy(bias)) == (d_out,):
+        _assign(out_proj, "bias", np.zeros(d_out), f"{name}.out_proj.bias")
+    return (
+        f"note: {name} has an out_proj: it was set to the identity (weight I, bias 0), because npattn check "
+        "compares attention without an output projection; its own gradient is not checked"
+    )
 
 
 def _require_weights(obj: Any, name: str) -> None:
@@ -233,6 +261,8 @@ def load_attention(spec: str) -> UserAttention:
 
 def _import_file(path_text: str) -> ModuleType:
     path = Path(path_text)
+    if path.is_dir():
+        raise ConfigError(f"{path_text} is a directory, expected a Python file (FILE.py:NAME)")
     if not path.is_file():
         raise ConfigError(f"no such file: {path_text}")
     module_name = f"_npattn_user_{path.stem}_{uuid.uuid4().hex[:8]}"
@@ -258,8 +288,14 @@ def attention_from_module(module: ModuleType, name: str, path_text: str = "") ->
     """
     path_text = path_text or str(getattr(module, "__file__", module.__name__))
     pair = [getattr(module, f"{name}_{part}", None) for part in ("forward", "backward")]
-    if not hasattr(module, name) and all(callable(f) for f in pair):
-        return UserAttention(name, "pair", pair[0], backward_target=pair[1])
+    if all(callable(f) for f in pair):
+        note = (
+            f"note: {path_text} defines {name} as well as {name}_forward and {name}_backward; the pair is "
+            f"checked (it has the backward), {name} itself is not: give one of them another name to check the other"
+            if hasattr(module, name)
+            else ""
+        )
+        return UserAttention(name, "pair", pair[0], backward_target=pair[1], note=note)
     if not hasattr(module, name):
         defined = sorted(
             k
@@ -271,7 +307,7 @@ def attention_from_module(module: ModuleType, name: str, path_text: str = "") ->
     if inspect.isclass(target):
         multihead = _has_parameter(target, "num_heads")
         return UserAttention(name, "class", target, num_heads=NUM_HEADS if multihead else None)
-    if all(hasattr(target, n) for n in WEIGHT_NAMES) and callable(target):
+    if all(hasattr(target, n) for n in WEIGHT_NAMES) and (callable(target) or callable(getattr(target, "forward", None))):
         return UserAttention(name, "instance", target)
     if callable(target) and _accepts(target, 4):
         return UserAttention(name, "function", target)
@@ -302,10 +338,17 @@ class CheckReport:
     dropout: BackwardCheck | None = None
     dropout_note: str = ""
     num_heads: int | None = None
+    note: str = ""  # what was chosen or changed (a file with NAME and a pair; an out_proj set to the identity)
 
     @property
     def passed(self) -> bool:
-        return self.diagnosis.correct and all(c is None or c.passed for c in (self.backward, self.dropout))
+        return self.forward_right and all(c is None or c.passed for c in (self.backward, self.dropout))
+
+    @property
+    def forward_right(self) -> bool:
+        """The output is correct (section 3), and no backward check found the forward wrong (it raised, or
+        with dropout no keep mask explains its output: section 5)."""
+        return self.diagnosis.correct and not any(c is not None and c.forward_wrong for c in (self.backward, self.dropout))
 
     def __bool__(self) -> bool:
         return self.passed
@@ -339,6 +382,8 @@ class CheckReport:
         for i, row in enumerate(rows):
             token = f"{BOOK_TOKENS[i]:<8} " if i < len(BOOK_TOKENS) and rows.shape[0] == len(BOOK_TOKENS) else ""
             lines.append("  " + token + "[" + ", ".join(f"{v: .4f}" for v in np.ravel(row)) + "]")
+        if self.note:
+            lines[1:1] = [self.note]
         lines += ["", "1. shapes: predicted vs actual", str(self.shape_check), ""]
         lines.append("2. " + (str(self.row_check) if self.row_check is not None else self.row_check_skipped))
         lines += ["", "3. " + str(self.diagnosis)]
@@ -354,14 +399,26 @@ class CheckReport:
     __repr__ = __str__
 
     def verdict(self) -> str:
-        """One line: PASSED or FAILED, and which of forward and backward is right."""
-        forward = "the forward is right" if self.diagnosis.correct else "the forward is wrong"
+        """One line: PASSED or FAILED, and which of forward and backward is right (every section counts)."""
+        if self.diagnosis.correct and not self.forward_right:
+            where = [f"section {i}" for i, c in ((4, self.backward), (5, self.dropout)) if c is not None and c.forward_wrong]
+            forward = f"the forward is wrong ({', '.join(where)}: see there)"
+        else:
+            forward = "the forward is right" if self.diagnosis.correct else "the forward is wrong"
         if self.backward is None:
             return f"{'PASSED' if self.passed else 'FAILED'}: {forward} (no backward to check)"
-        backward = all(c is None or c.passed for c in (self.backward, self.dropout))
         if self.passed:
             return "PASSED: the forward and the backward are right"
-        return f"FAILED: {forward}, the backward is {'right' if backward else 'wrong'}"
+        checks = [c for c in (self.backward, self.dropout) if c is not None]
+        if any((c.error and not c.forward_wrong) or (c.rows and not c.consistent) for c in checks):
+            backward = "the backward is wrong"
+        elif not any(c.rows for c in checks):
+            backward = "the backward was not checked"
+        elif all(c.passed for c in checks if c.rows):
+            backward = "the backward is right"
+        else:
+            backward = "the backward is the derivative of your forward"
+        return f"FAILED: {forward}, {backward}"
 
     def _repr_html_(self) -> str:
         rows = [[r.name, str(r.expected), str(r.actual), "ok" if r.ok else "MISMATCH"] for r in self.shape_check.rows]
@@ -377,9 +434,16 @@ def check_attention(
     book's input) with ``weights`` (default: the seed-123 weights) and check its output.
 
     Raises:
-        ConfigError: from ``load_attention``, or weights the user's object cannot hold.
+        ConfigError: ``attention`` of another kind; from ``load_attention``; weights the user's object
+            cannot hold; x or the weights holding NaN or inf.
+        ShapeError, DTypeError: x that does not fit the weights (checked before the user's code runs).
         NpattnError: whatever the user's code raised, wrapped with its name and message.
     """
+    if not isinstance(attention, (UserAttention, str)):
+        raise ConfigError(
+            "check_attention: expected a 'FILE.py:NAME' spec or a UserAttention "
+            f"(npattn.debug.usercode.attention_from_module(module, NAME)), got {type(attention).__name__}"
+        )
     with kept_random_state():
         return _check(load_attention(attention) if isinstance(attention, str) else attention, x, weights)
 
@@ -393,6 +457,9 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
     causal = user.causal
     if x is None:
         x = book_batch() if causal else book_inputs()  # the book runs its causal classes on the batch
+    x = check_weights(x, W)[0].astype(np.asarray(x).dtype if np.asarray(x).dtype.kind == "f" else np.float64)
+    if user.num_heads and x.ndim != 3:
+        raise ShapeError(f"x: multi-head attention is checked on a batch (batch, n, d_in), got shape {x.shape}")
     try:
         output = np.asarray(run(np.array(x)))  # a copy: the user's code may write into its input
     except NpattnError:
@@ -424,7 +491,7 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
         diagnosis = diagnose(x, W, output, causal=causal)
     report = CheckReport(
         user.name, user.kind, output, shape_check, row_check, skipped, diagnosis, causal, user.built_as,
-        num_heads=user.num_heads,
+        num_heads=user.num_heads, note=user.note,
     )
     if user.has_backward:
         title = "4. backward: loss = sum(output * G), G random normal (seed 0), float64"

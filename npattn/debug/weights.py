@@ -65,7 +65,8 @@ def check_weights(x: Any, weights: Mapping[str, Any]) -> tuple[np.ndarray, np.nd
     """Validate x (..., n, d_in) and the three (d_in, d_out) weights; returns float64 copies.
 
     Raises:
-        ConfigError: a weight missing. ShapeError: shapes that do not fit together.
+        ConfigError: a weight missing, or NaN/inf in x or a weight (no check can pass or fail on
+            them). ShapeError: shapes that do not fit together.
     """
     W = weights_of(weights)
     x64 = np.asarray(as_array(to_numpy(x), "x"), dtype=np.float64)
@@ -78,6 +79,13 @@ def check_weights(x: Any, weights: Mapping[str, Any]) -> tuple[np.ndarray, np.nd
             raise ShapeError(
                 f"{name}: expected shape (d_in={d_in}, d_out) with the same d_out for all three weights "
                 f"(W_query is {W['W_query'].shape}), got {w.shape}"
+            )
+    for name, a in (("x", x64), *W.items()):
+        finite = int(np.count_nonzero(np.isfinite(a)))
+        if finite != a.size:
+            raise ConfigError(
+                f"{name} holds NaN or inf ({a.size - finite} of {a.size} entries non-finite): "
+                "expected finite numbers (nothing can be checked against a non-finite input)"
             )
     return (x64, *(np.asarray(W[n], dtype=np.float64) for n in WEIGHT_NAMES))  # type: ignore[return-value]
 
