@@ -58,7 +58,7 @@ def gradient_array(value: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndar
             value = value.detach().cpu().numpy()
         arr = value if isinstance(value, np.ndarray) else np.asarray(value)
     except Exception as exc:
-        return None, f"not an array ({type(value).__name__}: {type(exc).__name__}: {str(exc)[:80]})"
+        return None, f"not an array ({type(value).__name__}: {type(exc).__name__}: {str(exc)[:60]})"
     kind = arr.dtype.kind
     if kind == "c":
         return None, f"complex ({arr.dtype}): a gradient of a real loss is real"
@@ -459,10 +459,13 @@ def diagnose_backward(
     expected = (*x.shape[:-1], d_out)
     G = np.asarray(grad_output)
     if G.shape != expected or G.dtype.kind not in "fiu":
-        raise ShapeError(f"grad_output: expected a real array of the output's shape {expected}, got {G.shape} {G.dtype}")
+        raise ShapeError(
+            f"grad_output: expected a real array of the output's shape {expected}, got shape {G.shape}, dtype {G.dtype}"
+        )
     grad_output = G.astype(np.float64)
-    if keep is not None and np.shape(keep) != attention_reference(x, weights, causal=causal, num_heads=num_heads)[1].shape:
-        raise ShapeError(f"keep: expected the attention weights' shape, got {np.shape(keep)}")
+    weights_shape = attention_reference(x, weights, causal=causal, num_heads=num_heads)[1].shape
+    if keep is not None and np.shape(keep) != weights_shape:
+        raise ShapeError(f"keep: expected the attention weights' shape {weights_shape}, got {np.shape(keep)}")
     settings = {"causal": causal, "num_heads": num_heads, "keep": keep, "p": p}
     reference = backward_variant(x, weights, grad_output, **settings)  # type: ignore[arg-type]
     user: dict[str, np.ndarray] = {}

@@ -162,10 +162,10 @@ def forward_of(obj: Any, name: str) -> Callable[..., Any]:
         ConfigError: it has neither.
     """
     if callable(obj):
-        return obj  # type: ignore[no-any-return]
+        return obj
     call = getattr(obj, "forward", None)
     if callable(call):
-        return call  # type: ignore[no-any-return]
+        return call
     raise ConfigError(f"{name} has no forward(x) and is not callable: expected a forward or __call__ taking x")
 
 

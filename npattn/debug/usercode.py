@@ -307,7 +307,8 @@ def attention_from_module(module: ModuleType, name: str, path_text: str = "") ->
     if inspect.isclass(target):
         multihead = _has_parameter(target, "num_heads")
         return UserAttention(name, "class", target, num_heads=NUM_HEADS if multihead else None)
-    if all(hasattr(target, n) for n in WEIGHT_NAMES) and (callable(target) or callable(getattr(target, "forward", None))):
+    runs = callable(target) or callable(getattr(target, "forward", None))
+    if all(hasattr(target, n) for n in WEIGHT_NAMES) and runs:
         return UserAttention(name, "instance", target)
     if callable(target) and _accepts(target, 4):
         return UserAttention(name, "function", target)
@@ -348,7 +349,8 @@ class CheckReport:
     def forward_right(self) -> bool:
         """The output is correct (section 3), and no backward check found the forward wrong (it raised, or
         with dropout no keep mask explains its output: section 5)."""
-        return self.diagnosis.correct and not any(c is not None and c.forward_wrong for c in (self.backward, self.dropout))
+        checks = (self.backward, self.dropout)
+        return self.diagnosis.correct and not any(c is not None and c.forward_wrong for c in checks)
 
     def __bool__(self) -> bool:
         return self.passed
@@ -401,7 +403,8 @@ class CheckReport:
     def verdict(self) -> str:
         """One line: PASSED or FAILED, and which of forward and backward is right (every section counts)."""
         if self.diagnosis.correct and not self.forward_right:
-            where = [f"section {i}" for i, c in ((4, self.backward), (5, self.dropout)) if c is not None and c.forward_wrong]
+            sections = ((4, self.backward), (5, self.dropout))
+            where = [f"section {i}" for i, c in sections if c is not None and c.forward_wrong]
             forward = f"the forward is wrong ({', '.join(where)}: see there)"
         else:
             forward = "the forward is right" if self.diagnosis.correct else "the forward is wrong"
