@@ -121,3 +121,52 @@ class CausalBadDropout(Attention):
         return out
 
     __call__ = forward
+
+
+def subtle_forward(x, W_query, W_key, W_value):
+    return forward(x, W_query, W_key, W_value)
+
+
+def subtle_backward(d_out, cache):
+    """Off by 1e-5 relative in one tensor, in float64: a bug, not float noise."""
+    dx, dWq, dWk, dWv = backward(d_out, cache)
+    return dx, dWq, dWk * (1 + 1e-5), dWv
+
+
+class _MultiHead:
+    """The book's MultiHeadAttention in NumPy, with an output projection (a (d_out, d_out) array)."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        rng = np.random.default_rng(0)
+        self.W_query, self.W_key, self.W_value = (rng.random((d_in, d_out)) for _ in range(3))
+        self.out_proj = rng.random((d_out, d_out))
+        self.num_heads, self.dropout = num_heads, dropout
+
+    def forward(self, x):
+        merged, self.cache = forward(
+            x, self.W_query, self.W_key, self.W_value, causal=True, dropout=self.dropout, num_heads=self.num_heads
+        )
+        return merged @ self.out_proj
+
+    def backward(self, d_out):
+        return backward(d_out @ self.out_proj.T, self.cache)
+
+
+class MultiHeadOutProj(_MultiHead):
+    pass
+
+
+class MultiHeadOutProjFunction(_MultiHead):
+    """out_proj a function: nothing npattn check can set to the identity."""
+
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads):
+        super().__init__(d_in, d_out, context_length, dropout, num_heads)
+        self.out_proj = lambda t: 2.0 * t
+
+    def forward(self, x):
+        merged, self.cache = forward(x, self.W_query, self.W_key, self.W_value, causal=True, num_heads=self.num_heads)
+        return self.out_proj(merged)
+
+
+def nan_output(x, W_query, W_key, W_value):
+    return np.full((x.shape[0], W_query.shape[1]), np.nan)

@@ -504,6 +504,8 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
         )
         if causal and user.kind == "class":
             obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
+            if getattr(obj, "out_proj", None) is not None:
+                _identity_out_proj(obj, d_out, user.name)
             report.dropout, report.dropout_note = dropout_check(obj, user.name, x, W, num_heads=user.num_heads)
     return report
 

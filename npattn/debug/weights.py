@@ -74,6 +74,12 @@ def check_weights(x: Any, weights: Mapping[str, Any]) -> tuple[np.ndarray, np.nd
         raise ShapeError(f"x: expected shape (n, d_in) or (batch, n, d_in), got {x64.shape}")
     d_in = x64.shape[-1]
     d_out = W["W_query"].shape[-1] if W["W_query"].ndim == 2 else None
+    shapes = {w.shape for w in W.values()}
+    if len(shapes) == 1 and W["W_query"].ndim == 2 and W["W_query"].shape[0] != d_in:  # the weights agree: x is off
+        raise ShapeError(
+            f"x: expected shape (..., n, d_in={W['W_query'].shape[0]}) for weights of shape {W['W_query'].shape} "
+            f"(d_in, d_out), got {x64.shape}"
+        )
     for name, w in W.items():
         if w.ndim != 2 or w.shape != (d_in, d_out):
             raise ShapeError(
