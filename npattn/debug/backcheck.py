@@ -31,8 +31,8 @@ from npattn.debug.backward import (
     attention_reference,
     backward_variant,
     diagnose_backward,
-    gradient_array,
 )
+from npattn.debug.weights import gradient_array
 from npattn.errors import ConfigError
 from npattn.gradcheck import TensorCheck, _compare
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn.debug.weights import check_weights
+from npattn.debug.weights import check_weights, gradient_array
 from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
 
@@ -34,7 +34,6 @@ __all__ = [
     "attention_reference",
     "backward_variant",
     "diagnose_backward",
-    "gradient_array",
 ]
 
 GRAD_NAMES = ("x", "W_query", "W_key", "W_value")
@@ -43,35 +42,6 @@ _PATHS = ("query", "key", "value")
 
 def _T(a: np.ndarray) -> np.ndarray:
     return np.swapaxes(a, -1, -2)
-
-
-def gradient_array(value: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndarray | None, str]:
-    """(the gradient as float64, "") when ``value`` is a real floating or integer array (or a torch
-    tensor) of ``expected_shape``; else (None, what it is: "missing", "complex (complex128)",
-    "strings (<U1)", "shape (2, 3)", "not an array (ValueError: ...)", ...). Never converts silently
-    (a complex gradient keeps its imaginary part out of the check by failing it) and never raises
-    for what user code returned (KeyboardInterrupt and the like propagate)."""
-    if value is None:
-        return None, "missing"
-    try:
-        if all(callable(getattr(value, m, None)) for m in ("detach", "cpu", "numpy")):  # a torch tensor
-            value = value.detach().cpu().numpy()
-        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
-    except Exception as exc:
-        return None, f"not an array ({type(value).__name__}: {type(exc).__name__}: {str(exc)[:60]})"
-    kind = arr.dtype.kind
-    if kind == "c":
-        return None, f"complex ({arr.dtype}): a gradient of a real loss is real"
-    if kind in "US":
-        return None, f"strings ({arr.dtype})"
-    if kind == "b":
-        return None, "booleans (bool)"
-    if kind not in "fiu":
-        what = type(value).__name__ if isinstance(value, (tuple, list)) or not arr.ndim else "array"
-        return None, f"not a numeric array ({what} of dtype {arr.dtype})"
-    if arr.shape != tuple(expected_shape):
-        return None, f"shape {arr.shape}"
-    return np.array(arr, dtype=np.float64), ""
 
 
 @dataclass

@@ -36,10 +36,11 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from npattn import _html
+from npattn._checks import as_array
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
-from npattn.debug.backcheck import BackwardCheck, check_backward
+from npattn.debug.backcheck import check_backward
 from npattn.debug.backward import attention_reference
+from npattn.debug.checkreport import CheckReport
 from npattn.debug.diagnose import Diagnosis, Symptom, diagnose
 from npattn.debug.formulas import WEIGHT_NAMES
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
@@ -54,7 +55,7 @@ from npattn.debug.userbackward import (
     seeded,
 )
 from npattn.debug.weights import check_weights, to_numpy, weights_of
-from npattn.errors import ConfigError, NpattnError, ShapeError
+from npattn.errors import ConfigError, DTypeError, NpattnError, ShapeError
 from npattn.nn.attention import MultiHeadAttention, SelfAttention_v1
 
 __all__ = [
@@ -320,116 +321,6 @@ def attention_from_module(module: ModuleType, name: str, path_text: str = "") ->
     )
 
 
-@dataclass
-class CheckReport:
-    """The checks of ``npattn check``; truthy when the output is correct and, when the user's code
-    has a backward, every gradient is right (``backward``; ``dropout``: the backward with dropout
-    of a causal class, ``dropout_note`` when that was not checked)."""
-
-    name: str
-    kind: str
-    output: np.ndarray
-    shape_check: ShapeCheck
-    row_check: RowCheck | None
-    row_check_skipped: str
-    diagnosis: Diagnosis
-    causal: bool = False
-    built_as: str = ""
-    backward: BackwardCheck | None = None
-    dropout: BackwardCheck | None = None
-    dropout_note: str = ""
-    num_heads: int | None = None
-    note: str = ""  # what was chosen or changed (a file with NAME and a pair; an out_proj set to the identity)
-
-    @property
-    def passed(self) -> bool:
-        return self.forward_right and all(c is None or c.passed for c in (self.backward, self.dropout))
-
-    @property
-    def forward_right(self) -> bool:
-        """The output is correct (section 3), and no backward check found the forward wrong (it raised, or
-        with dropout no keep mask explains its output: section 5)."""
-        checks = (self.backward, self.dropout)
-        return self.diagnosis.correct and not any(c is not None and c.forward_wrong for c in checks)
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    def __str__(self) -> str:
-        what = {
-            "class": "a class",
-            "instance": "an instance",
-            "function": "a function of (x, W_query, W_key, W_value)",
-            "pair": f"{self.name}_forward and {self.name}_backward",
-        }
-        if self.causal:
-            built = f", built as {self.built_as}" if self.built_as else ""
-            as_what = f"multi-head causal attention ({self.num_heads} heads)" if self.num_heads else "causal attention"
-            d_out = self.output.shape[-1] if self.num_heads else 2
-            lines = [
-                f"checking {self.name} ({what[self.kind]}{built}) as {as_what} on the book's batch "
-                f"(2, 6, 3) with the seed-123 weights (d_out={d_out})",
-                "",
-                "output" + (" (first sequence of the batch):" if self.output.ndim == 3 else ":"),
-            ]
-        else:
-            lines = [
-                f"checking {self.name} ({what[self.kind]}) on the book's input (6 tokens, d_in=3) "
-                "with the seed-123 weights (d_out=2)",
-                "",
-                "output:",
-            ]
-        shown = self.output[0] if self.output.ndim == 3 else self.output
-        rows = np.atleast_2d(shown) if shown.ndim else np.array([[shown]])
-        for i, row in enumerate(rows):
-            token = f"{BOOK_TOKENS[i]:<8} " if i < len(BOOK_TOKENS) and rows.shape[0] == len(BOOK_TOKENS) else ""
-            lines.append("  " + token + "[" + ", ".join(f"{v: .4f}" for v in np.ravel(row)) + "]")
-        if self.note:
-            lines[1:1] = [self.note]
-        lines += ["", "1. shapes: predicted vs actual", str(self.shape_check), ""]
-        lines.append("2. " + (str(self.row_check) if self.row_check is not None else self.row_check_skipped))
-        lines += ["", "3. " + str(self.diagnosis)]
-        if self.backward is not None:
-            lines += ["", str(self.backward)]
-        if self.dropout is not None:
-            lines += ["", str(self.dropout)]
-        elif self.dropout_note:
-            lines += ["", self.dropout_note]
-        lines += ["", f"{self.name}: {self.verdict()}"]
-        return "\n".join(lines)
-
-    __repr__ = __str__
-
-    def verdict(self) -> str:
-        """One line: PASSED or FAILED, and which of forward and backward is right (every section counts)."""
-        if self.diagnosis.correct and not self.forward_right:
-            sections = ((4, self.backward), (5, self.dropout))
-            where = [f"section {i}" for i, c in sections if c is not None and c.forward_wrong]
-            forward = f"the forward is wrong ({', '.join(where)}: see there)"
-        else:
-            forward = "the forward is right" if self.diagnosis.correct else "the forward is wrong"
-        if self.backward is None:
-            return f"{'PASSED' if self.passed else 'FAILED'}: {forward} (no backward to check)"
-        if self.passed:
-            return "PASSED: the forward and the backward are right"
-        checks = [c for c in (self.backward, self.dropout) if c is not None]
-        if any((c.error and not c.forward_wrong) or (c.rows and not c.consistent) for c in checks):
-            backward = "the backward is wrong"
-        elif not any(c.rows for c in checks):
-            backward = "the backward was not checked"
-        elif all(c.passed for c in checks if c.rows):
-            backward = "the backward is right"
-        else:
-            backward = "the backward is the derivative of your forward"
-        return f"FAILED: {forward}, {backward}"
-
-    def _repr_html_(self) -> str:
-        rows = [[r.name, str(r.expected), str(r.actual), "ok" if r.ok else "MISMATCH"] for r in self.shape_check.rows]
-        parts = [_html.table(["stage", "predicted", "actual", ""], rows, caption=f"npattn check {self.name}: shapes")]
-        parts += [c._repr_html_() for c in (self.backward, self.dropout) if c is not None]
-        return _html.wrap(*parts, text=str(self))
-
-
 def check_attention(
     attention: UserAttention | str, *, x: np.ndarray | None = None, weights: Mapping[str, Any] | None = None
 ) -> CheckReport:
@@ -439,7 +330,8 @@ def check_attention(
     Raises:
         ConfigError: ``attention`` of another kind; from ``load_attention``; weights the user's object
             cannot hold; x or the weights holding NaN or inf.
-        ShapeError, DTypeError: x that does not fit the weights (checked before the user's code runs).
+        ShapeError, DTypeError: x that does not fit the weights (checked before the user's code runs);
+            an output that is not real numbers (complex, strings, objects).
         NpattnError: whatever the user's code raised, wrapped with its name and message.
     """
     if not isinstance(attention, (UserAttention, str)):
@@ -456,11 +348,14 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
         W = weights_of(weights)
     else:
         W = multihead_weights() if user.num_heads else book_weights()
+    if x is not None:  # x and the weights are checked before any of the user's code runs
+        check_weights(x, W)
     run = user.prepare(W)
     causal = user.causal
     if x is None:
         x = book_batch() if causal else book_inputs()  # the book runs its causal classes on the batch
-    x = check_weights(x, W)[0].astype(np.asarray(x).dtype if np.asarray(x).dtype.kind == "f" else np.float64)
+    x = as_array(to_numpy(x), "x")  # real numbers, a float dtype kept (ints and bools become float64)
+    check_weights(x, W)
     if user.num_heads and x.ndim != 3:
         raise ShapeError(f"x: multi-head attention is checked on a batch (batch, n, d_in), got shape {x.shape}")
     try:
@@ -471,6 +366,8 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
         frames = traceback.extract_tb(exc.__traceback__)
         where = f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
         raise ConfigError(f"{user.name} raised {type(exc).__name__}: {exc}{where}") from exc
+    if output.dtype.kind not in "fiu":  # never compared after a silent conversion (complex, strings, objects)
+        raise DTypeError(f"{user.name} returned an output of dtype {output.dtype}, expected a real floating array")
     n, d_in = x.shape[-2:]
     d_out = W["W_query"].shape[1]
     batch = x.shape[0] if x.ndim == 3 else None

@@ -12,10 +12,11 @@ import pytest
 
 import npattn
 from npattn.cli import main
-from npattn.debug.backward import diagnose_backward, gradient_array
+from npattn.debug.backward import diagnose_backward
 from npattn.debug.diagnose import attention_variant
 from npattn.debug.usercode import attention_from_module, book_weights, check_attention
-from npattn.errors import ConfigError, ShapeError
+from npattn.debug.weights import gradient_array
+from npattn.errors import ConfigError, DTypeError, ShapeError
 
 HOSTILE = Path(H.__file__)
 
@@ -241,3 +242,15 @@ def test_x_is_checked_before_the_user_code_runs():
 def test_a_directory_is_named_as_one(tmp_path, capsys):
     assert main(["check", f"{tmp_path}:f"]) == 2
     assert f"{tmp_path} is a directory, expected a Python file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["complex", "strings"])
+def test_a_forward_returning_no_real_numbers_is_refused_not_converted(kind):
+    def attention(x, W_query, W_key, W_value):
+        out = learners.forward(x, W_query, W_key, W_value)[0]
+        return out + 1e-3j if kind == "complex" else out.astype(str)
+
+    module = type(sys)("odd")
+    module.attention = attention
+    with pytest.raises(DTypeError, match="returned an output of dtype"):
+        check_attention(attention_from_module(module, "attention"))
