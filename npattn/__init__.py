@@ -13,9 +13,7 @@ Layers, bottom to top (no import runs upward; tests/test_layout.py enforces it):
 See docs/architecture.md.
 """
 
-import sys as _sys
-
-from npattn import debug, kernels, nn, optim, random, train
+from npattn import _compat, debug, kernels, nn, optim, random, train
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.debug import (
     CATALOGUE,
@@ -74,25 +72,7 @@ from npattn.nn import (
 from npattn.random import TorchGenerator, default_generator, initial_seed, manual_seed, rand, randn, seed
 from npattn.train import History, fit, fit_lbfgs, load, load_metadata, save, tasks, train_task
 
-# The flat module paths of npattn 0.1 stay importable (``from npattn.functional import ...``,
-# ``import npattn.tasks``): each is the module, or package, that now holds its contents.
-_OLD_PATHS = {
-    "functional": "npattn.nn.functional",
-    "module": "npattn.nn.module",
-    "layers": "npattn.nn.layers",
-    "attention": "npattn.nn.attention",
-    "losses": "npattn.nn.losses",
-    "fused": "npattn.kernels.fused",
-    "tiled": "npattn.kernels.tiled",
-    "tasks": "npattn.train.tasks",
-    "checkpoint": "npattn.train.checkpoint",
-    "diagnose": "npattn.debug.diagnose",
-    "stagecheck": "npattn.debug.stagecheck",
-    "usercode": "npattn.debug.usercode",
-    "trace": "npattn.debug",
-}
-for _old, _new in _OLD_PATHS.items():
-    _sys.modules.setdefault(f"npattn.{_old}", _sys.modules[_new])
+_compat.register_old_paths()  # npattn 0.1's flat module paths (npattn.functional, ...) still import
 
 __version__ = "0.1.0"
 

@@ -5,6 +5,6 @@
     trace.py    ``npattn trace``: predict, trace, check the shapes and every row
 """
 
-from npattn.cli.main import main
+from npattn.cli.main import build_parser, main, run_book_example
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main", "run_book_example"]

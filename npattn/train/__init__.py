@@ -11,8 +11,23 @@
 
 from npattn.train import checkpoint, tasks
 from npattn.train.checkpoint import load, load_metadata, save
-from npattn.train.command import train_task
+from npattn.train.command import OPTIMIZERS, run_train_command, train_task
 from npattn.train.lbfgs import fit_lbfgs
-from npattn.train.loop import History, fit
+from npattn.train.loop import Batches, History, fit, progress_header, progress_line
 
-__all__ = ["History", "checkpoint", "fit", "fit_lbfgs", "load", "load_metadata", "save", "tasks", "train_task"]
+__all__ = [
+    "OPTIMIZERS",
+    "Batches",
+    "History",
+    "checkpoint",
+    "fit",
+    "fit_lbfgs",
+    "load",
+    "load_metadata",
+    "progress_header",
+    "progress_line",
+    "run_train_command",
+    "save",
+    "tasks",
+    "train_task",
+]
