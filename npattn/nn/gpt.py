@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from npattn import functional as FA
 from npattn._checks import (
     as_array,
     check_bool,
@@ -23,11 +22,11 @@ from npattn._checks import (
     check_positive_int,
     check_probability,
 )
-from npattn.attention import MultiHeadAttention
 from npattn.errors import ConfigError, DTypeError, ShapeError
-from npattn.layers import Dropout, Linear
-from npattn.module import Module, ModuleList
-from npattn.nn.functional import transformer as F
+from npattn.nn import functional as F
+from npattn.nn.attention import MultiHeadAttention
+from npattn.nn.layers import Dropout, Linear
+from npattn.nn.module import Module, ModuleList
 from npattn.nn.transformer import Embedding, FeedForward, LayerNorm, check_config
 from npattn.random import RNGLike, resolve_rng
 
@@ -105,7 +104,7 @@ class TransformerBlock(Module):
         keep = self.drop_resid.keep_mask(x.shape)
         if keep is None:
             return x, None
-        return FA.dropout_forward(x, keep, self.drop_resid.p)
+        return F.dropout_forward(x, keep, self.drop_resid.p)
 
     def forward(self, x: Any) -> np.ndarray:
         """x (b, n, emb_dim) -> (b, n, emb_dim)."""
@@ -130,12 +129,12 @@ class TransformerBlock(Module):
         # forward: x = h + shortcut, h = drop_resid(ff(norm2(shortcut)))
         d_h, d_shortcut = F.add_backward(d_x, c_add2)
         if c_drop2 is not None:
-            (d_h,) = FA.dropout_backward(d_h, c_drop2)
+            (d_h,) = F.dropout_backward(d_h, c_drop2)
         d_x = self.norm2.backward(self.ff.backward(d_h)) + d_shortcut
         # forward: x = h + shortcut, h = drop_resid(att(norm1(shortcut)))
         d_h, d_shortcut = F.add_backward(d_x, c_add1)
         if c_drop1 is not None:
-            (d_h,) = FA.dropout_backward(d_h, c_drop1)
+            (d_h,) = F.dropout_backward(d_h, c_drop1)
         return self.norm1.backward(self.att.backward(d_h)) + d_shortcut
 
 

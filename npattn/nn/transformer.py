@@ -14,9 +14,9 @@ import numpy as np
 
 from npattn._checks import as_array, check_float_dtype, check_grad_output, check_positive_int
 from npattn.errors import ConfigError, ShapeError
-from npattn.layers import Linear
-from npattn.module import Module, ModuleList, Parameter
-from npattn.nn.functional import transformer as F
+from npattn.nn import functional as F
+from npattn.nn.layers import Linear
+from npattn.nn.module import Module, ModuleList, Parameter
 from npattn.random import RNGLike, TorchGenerator, resolve_rng
 
 __all__ = ["GELU", "Embedding", "FeedForward", "LayerNorm", "check_config", "normal_init"]

@@ -18,7 +18,7 @@ import pytest
 from npattn.nn.functional import transformer as T
 from npattn.nn.gpt import GPT_CONFIG_124M, GPTModel, generate_text_simple
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 DATA = np.load(FIXTURES / "torch_gpt.npz", allow_pickle=False)
 CASES = sorted({key.split("|")[0] for key in DATA.files if key.endswith("|config")})
 TOL = 1e-10
