@@ -40,29 +40,18 @@ def check_config(cfg: Any, keys: tuple[str, ...] = CONFIG_KEYS) -> dict[str, Any
 
 
 def normal_init(rng: np.random.Generator | TorchGenerator, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """N(0, 1) samples of ``shape``, drawn in float32 (PyTorch's default dtype) and cast to ``dtype``.
+    """N(0, 1) samples of ``shape``, drawn in float32 (PyTorch's default dtype) and cast to ``dtype``;
+    with a TorchGenerator, bit-identical to ``torch.empty(shape).normal_()`` after the same seed.
 
-    With a TorchGenerator that offers torch's normal stream (``normal``), the values are
-    ``torch.empty(shape).normal_()`` after the same seed; otherwise the generator's own normal draws.
+    Raises:
+        DTypeError: ``dtype`` is not a floating dtype.
     """
     dtype = check_float_dtype(dtype)
     if isinstance(rng, TorchGenerator):
-        normal = getattr(rng, "normal", None)
-        if normal is not None:
-            values = normal(shape, 0.0, 1.0, np.float32)
-        else:
-            values = _box_muller(rng, shape)
+        values = rng.normal(shape, 0.0, 1.0, np.float32)
     else:
         values = rng.standard_normal(shape, dtype=np.float32)
-    return np.asarray(values).astype(dtype, copy=False)
-
-
-def _box_muller(rng: TorchGenerator, shape: tuple[int, ...]) -> np.ndarray:
-    """N(0, 1) from the generator's uniform stream (not torch's normal_ layout)."""
-    count = int(np.prod(shape))
-    u = rng.rand(2 * count, dtype=np.float64).reshape(2, count)
-    z = np.sqrt(-2.0 * np.log1p(-u[0])) * np.cos(2.0 * np.pi * u[1])
-    return z.astype(np.float32).reshape(shape)
+    return values.astype(dtype, copy=False)
 
 
 class Embedding(Module):
