@@ -134,13 +134,13 @@ def add_y_mean_not_sum(d_out, cache):
 
 
 def ce_no_mean(d_out, cache):
-    count = cache[3]
+    count = cache[4]
     return T.token_cross_entropy_backward(d_out * count, cache)
 
 
 def ce_ignored_not_zeroed(d_out, cache):
-    probs, safe, counted, count, shape = cache
-    return T.token_cross_entropy_backward(d_out, (probs, safe, np.ones_like(counted), count, shape))
+    exp, sum_exp, safe, counted, count, shape = cache
+    return T.token_cross_entropy_backward(d_out, (exp, sum_exp, safe, np.ones_like(counted), count, shape))
 
 
 def ce_sign_flip(d_out, cache):

@@ -85,11 +85,12 @@ def layer_norm_forward(
             f"got x {x.shape}, scale {scale.shape}, shift {shift.shape}"
         )
     mean = x.mean(axis=-1, keepdims=True)
-    centered = x - mean
-    var = (centered * centered).mean(axis=-1, keepdims=True)
+    norm_x = x - mean  # centred; divided by std in place below
+    var = (norm_x * norm_x).mean(axis=-1, keepdims=True)
     std = np.sqrt(var + x.dtype.type(eps))
-    norm_x = centered / std
-    out = scale * norm_x + shift
+    norm_x /= std
+    out = scale * norm_x
+    out += shift
     return out, (norm_x, std, scale)
 
 
@@ -106,8 +107,10 @@ def layer_norm_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np
     dscale = (d_out * norm_x).reshape(-1, d).sum(axis=0)
     g = d_out * scale
     g_mean = g.mean(axis=-1, keepdims=True)
-    gn_mean = (g * norm_x).mean(axis=-1, keepdims=True)
-    dx = (g - g_mean - norm_x * gn_mean) / std
+    gn_mean = np.einsum("...j,...j->...", g, norm_x)[..., None] / d
+    dx = g - g_mean
+    dx -= norm_x * gn_mean
+    dx /= std
     return dx, dscale, dshift
 
 
@@ -118,8 +121,17 @@ def layer_norm_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np
 def gelu_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
     """out = 0.5 * x * (1 + tanh(c * (x + 0.044715 * x^3))), c = GELU_SQRT_2_OVER_PI."""
     c, a = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(GELU_CUBIC)
-    t = np.tanh(c * (x + a * (x * x * x)))  # torch.pow(x, 3) multiplies x * x * x
-    out = x.dtype.type(0.5) * x * (1 + t)
+    # The book's operations in its order, in place: t = tanh(c * (x + a * (x * x * x))), as
+    # torch.pow(x, 3) multiplies x * x * x; 0.5 * x * (1 + t) equals ((1 + t) * x) * 0.5 exactly.
+    t = x * x
+    t *= x
+    t *= a
+    t += x
+    t *= c
+    np.tanh(t, out=t)
+    out = t + 1
+    out *= x
+    out *= x.dtype.type(0.5)
     return out, (x, t)
 
 
@@ -128,10 +140,20 @@ def gelu_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     # forward: out = 0.5 * x * (1 + t),  t = tanh(c * (x + 0.044715 * x^3))
     x, t = cache
     _check_grad("gelu_backward", d_out, x.shape)
-    c, a = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(GELU_CUBIC)
-    half = x.dtype.type(0.5)
-    dt_dx = (1 - t * t) * c * (1 + 3 * a * (x * x))
-    return (d_out * (half * (1 + t) + half * x * dt_dx),)
+    c, a3 = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(3 * GELU_CUBIC)
+    du_dx = x * x  # du/dx = c (1 + 3 a x^2)
+    du_dx *= a3
+    du_dx += 1
+    du_dx *= c
+    dx = t * t  # dt/dx = (1 - t^2) du/dx
+    np.subtract(1, dx, out=dx)
+    dx *= du_dx
+    dx *= x  # x dt/dx + 1 + t, then times 0.5 and the upstream gradient
+    dx += t
+    dx += 1
+    dx *= x.dtype.type(0.5)
+    dx *= d_out
+    return (dx,)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -215,23 +237,24 @@ def token_cross_entropy_forward(logits: np.ndarray, targets: Any, ignore_index: 
     z = logits.reshape(-1, V)
     shifted = z - z.max(axis=-1, keepdims=True)
     target_logit = shifted[rows, safe]
-    probs = np.exp(shifted, out=shifted)  # the shifted logits are no longer needed
-    sum_exp = probs.sum(axis=-1, keepdims=True)
-    nll = np.log(sum_exp[:, 0]) - target_logit  # -log softmax(z)[target]
+    exp = np.exp(shifted, out=shifted)  # the shifted logits are no longer needed
+    sum_exp = exp.sum(axis=-1)
+    nll = np.log(sum_exp) - target_logit  # -log softmax(z)[target]
     count = int(np.count_nonzero(counted))
     with np.errstate(invalid="ignore"):
         loss = np.sum(nll, where=counted) / logits.dtype.type(count)
-    probs /= sum_exp
-    return np.asarray(loss, dtype=logits.dtype), (probs, safe, counted, count, logits.shape)
+    # softmax = exp / sum_exp: the backward divides, in the one pass it makes anyway.
+    return np.asarray(loss, dtype=logits.dtype), (exp, sum_exp, safe, counted, count, logits.shape)
 
 
 def token_cross_entropy_backward(d_loss: Any, cache: tuple) -> tuple[np.ndarray]:
     """Returns (dlogits (..., V),) = (softmax(logits) - one_hot(target)) * d_loss / count, 0 for ignored tokens."""
     # forward: loss = sum over counted tokens of (logsumexp(logits) - logits[target]) / count
-    probs, safe, counted, count, shape = cache
+    exp, sum_exp, safe, counted, count, shape = cache
     if np.shape(d_loss) != ():
         raise ShapeError(f"token_cross_entropy_backward: expected a scalar d_loss, got shape {np.shape(d_loss)}")
-    weight = (counted * (np.asarray(d_loss, dtype=probs.dtype) / probs.dtype.type(max(count, 1)))).astype(probs.dtype)
-    dlogits = probs * weight[:, None]
+    dtype = exp.dtype
+    weight = (counted * (np.asarray(d_loss, dtype=dtype) / dtype.type(max(count, 1)))).astype(dtype)
+    dlogits = exp * (weight / sum_exp)[:, None]  # softmax(logits) * weight
     dlogits[np.arange(safe.size), safe] -= weight
     return (dlogits.reshape(shape),)
