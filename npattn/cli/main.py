@@ -85,7 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     trace_cmd.add_argument("--heads", type=int, default=2, help="num_heads of wrapper and mha (default 2)")
     grad_cmd = sub.add_parser("gradcheck", help="finite-difference check of every stage pair and parameter")
     _add_sizes(grad_cmd)
-    check_cmd = sub.add_parser("check", help="check your own attention: FILE.py:NAME (a class or a function)")
+    check_cmd = sub.add_parser(
+        "check",
+        help="check your own attention and its backward: FILE.py:NAME (a class, a function, "
+        "or a pair NAME_forward/NAME_backward)",
+    )
     check_cmd.add_argument("spec", metavar="FILE.py:NAME")
     return parser
 
