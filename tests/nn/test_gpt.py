@@ -199,3 +199,16 @@ def test_backward_checks_the_gradient_shape():
     model(np.array([[1, 2]]))
     with pytest.raises(npattn.ShapeError, match=r"\(1, 2, 7\)"):
         model.backward(np.zeros((1, 3, 7)))
+
+
+@pytest.mark.parametrize("impl", ["fused", "tiled"])
+def test_every_attention_impl_gives_the_same_model(impl):
+    idx = np.array([[1, 2, 3, 4, 5], [5, 4, 3, 2, 1]])
+    reference = GPTModel(SMALL, rng=8, dtype=np.float64, impl="reference")
+    other = GPTModel(SMALL, rng=8, dtype=np.float64, impl=impl)
+    np.testing.assert_allclose(other(idx), reference(idx), rtol=0, atol=1e-12)
+    G = np.random.default_rng(0).standard_normal((2, 5, SMALL["vocab_size"]))
+    reference.backward(G)
+    other.backward(G)
+    for (name, p), q in zip(reference.named_parameters(), other.parameters()):
+        np.testing.assert_allclose(q.grad, p.grad, rtol=0, atol=1e-11, err_msg=name)
