@@ -16,6 +16,8 @@ after building the model and optimizer (activations, gradients' temporaries, the
 
     python benchmarks/bench_gpt.py
     python benchmarks/bench_gpt.py --vocab 512 --repeats 9 --json out.json
+    python benchmarks/bench_gpt.py --impl fused     # attention's fused path (auto picks the reference
+                                                    # path at context 128)
 """
 
 from __future__ import annotations
@@ -64,8 +66,8 @@ def data(cfg: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     return idx, rng.integers(0, cfg["vocab_size"], idx.shape)
 
 
-def npattn_step(cfg: dict[str, Any]) -> tuple[Any, npattn.GPTModel]:
-    model = npattn.GPTModel(cfg, rng=123)
+def npattn_step(cfg: dict[str, Any], impl: str = "auto") -> tuple[Any, npattn.GPTModel]:
+    model = npattn.GPTModel(cfg, rng=123, impl=impl)
     model.train()
     opt = npattn.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
     idx, targets = data(cfg)
@@ -116,7 +118,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         torch = import_torch()
         step = torch_step(torch, cfg, npattn.GPTModel(cfg, rng=123).state_dict())
     else:
-        step, _ = npattn_step(cfg)
+        step, _ = npattn_step(cfg, spec["impl"])
     baseline = _status_mib("VmRSS")
     for _ in range(3):
         step()
@@ -136,6 +138,7 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--vocab", type=int, nargs="+", default=[512, 50257])
     parser.add_argument("--drop-rate", type=float, default=0.0)
+    parser.add_argument("--impl", default="auto", help="how attention's stages 2-5 run (npattn.kernels)")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--no-memory", action="store_true", help="skip the child processes that measure memory")
     args = parser.parse_args()
@@ -143,12 +146,15 @@ def main() -> None:
         print(json.dumps(child(json.loads(args.child))))
         return
     torch, env = start(args)
-    print(f"# 4 layers, emb 128, 4 heads, context 128, batch {BATCH}, float32, drop_rate {args.drop_rate}; AdamW")
+    print(
+        f"# 4 layers, emb 128, 4 heads, context 128, batch {BATCH}, float32, drop_rate {args.drop_rate}; "
+        f"AdamW; npattn attention impl={args.impl!r}"
+    )
     print("# ms per step: medians of interleaved samples of >= 0.5 s each; the machine is shared")
     rows = []
     for vocab in args.vocab:
         cfg = config(vocab, args.drop_rate)
-        ours, model = npattn_step(cfg)
+        ours, model = npattn_step(cfg, args.impl)
         cases = {"npattn": ours}
         if torch is not None:
             cases["torch"] = torch_step(torch, cfg, model.state_dict())
@@ -159,7 +165,7 @@ def main() -> None:
             row[f"{side} ms"] = 1e3 * t
             row[f"{side} tok/s"] = tokens / t
             if not args.no_memory:
-                row[f"{side} MiB"] = spawn({"side": side, "cfg": cfg})
+                row[f"{side} MiB"] = spawn({"side": side, "cfg": cfg, "impl": args.impl})
         row["npattn/torch"] = ratio(seconds["npattn"], seconds.get("torch"))
         rows.append(row)
         print(table([row], COLUMNS).splitlines()[-1] if len(rows) > 1 else table([row], COLUMNS), flush=True)
