@@ -139,8 +139,8 @@ def ce_no_mean(d_out, cache):
 
 
 def ce_ignored_not_zeroed(d_out, cache):
-    exp, sum_exp, safe, counted, count, shape = cache
-    return T.token_cross_entropy_backward(d_out, (exp, sum_exp, safe, np.ones_like(counted), count, shape))
+    exp, sum_exp, safe, counted, count, shape, spent = cache
+    return T.token_cross_entropy_backward(d_out, (exp, sum_exp, safe, np.ones_like(counted), count, shape, spent))
 
 
 def ce_sign_flip(d_out, cache):
@@ -217,6 +217,15 @@ def test_cross_entropy_all_ignored_is_nan():
     loss, cache = T.token_cross_entropy_forward(np.zeros((2, 5)), np.full(2, -100))
     assert np.isnan(loss)
     assert not T.token_cross_entropy_backward(np.float64(1.0), cache)[0].any()
+
+
+def test_cross_entropy_backward_once_per_forward(rng):
+    logits = rng.standard_normal((3, 5))
+    _, cache = T.token_cross_entropy_forward(logits, [0, 1, 2])
+    (dlogits,) = T.token_cross_entropy_backward(np.float64(1.0), cache)
+    assert np.allclose(dlogits.sum(axis=-1), 0)
+    with pytest.raises(npattn.BackwardError, match="run token_cross_entropy_forward again"):
+        T.token_cross_entropy_backward(np.float64(1.0), cache)
 
 
 def test_embedding_backward_is_a_scatter_add():

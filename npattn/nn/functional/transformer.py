@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn.errors import ConfigError, DTypeError, ShapeError
+from npattn.errors import BackwardError, ConfigError, DTypeError, ShapeError
 
 __all__ = [
     "GELU_SQRT_2_OVER_PI",
@@ -243,18 +243,33 @@ def token_cross_entropy_forward(logits: np.ndarray, targets: Any, ignore_index: 
     count = int(np.count_nonzero(counted))
     with np.errstate(invalid="ignore"):
         loss = np.sum(nll, where=counted) / logits.dtype.type(count)
-    # softmax = exp / sum_exp: the backward divides, in the one pass it makes anyway.
-    return np.asarray(loss, dtype=logits.dtype), (exp, sum_exp, safe, counted, count, logits.shape)
+    # softmax = exp / sum_exp: the backward divides, in the one pass it makes anyway, and turns
+    # this (..., V) buffer into the gradient in place (``spent`` records that it did).
+    spent = [False]
+    return np.asarray(loss, dtype=logits.dtype), (exp, sum_exp, safe, counted, count, logits.shape, spent)
 
 
 def token_cross_entropy_backward(d_loss: Any, cache: tuple) -> tuple[np.ndarray]:
-    """Returns (dlogits (..., V),) = (softmax(logits) - one_hot(target)) * d_loss / count, 0 for ignored tokens."""
+    """Returns (dlogits (..., V),) = (softmax(logits) - one_hot(target)) * d_loss / count, 0 for ignored tokens.
+
+    The gradient is written over the forward's (..., V) buffer (no second vocabulary-sized array),
+    so each forward allows one backward, as a PyTorch graph frees its buffers after backward.
+
+    Raises:
+        ShapeError: d_loss not a scalar. BackwardError: a second backward for the same forward.
+    """
     # forward: loss = sum over counted tokens of (logsumexp(logits) - logits[target]) / count
-    exp, sum_exp, safe, counted, count, shape = cache
+    exp, sum_exp, safe, counted, count, shape, spent = cache
     if np.shape(d_loss) != ():
         raise ShapeError(f"token_cross_entropy_backward: expected a scalar d_loss, got shape {np.shape(d_loss)}")
+    if spent[0]:
+        raise BackwardError(
+            "token_cross_entropy_backward: this forward's buffers were already used by a backward "
+            "(the gradient is written over them); run token_cross_entropy_forward again"
+        )
+    spent[0] = True
     dtype = exp.dtype
     weight = (counted * (np.asarray(d_loss, dtype=dtype) / dtype.type(max(count, 1)))).astype(dtype)
-    dlogits = exp * (weight / sum_exp)[:, None]  # softmax(logits) * weight
+    dlogits = np.multiply(exp, (weight / sum_exp)[:, None], out=exp)  # softmax(logits) * weight
     dlogits[np.arange(safe.size), safe] -= weight
     return (dlogits.reshape(shape),)
