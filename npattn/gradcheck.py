@@ -244,6 +244,8 @@ def gradcheck(
 
     report = GradcheckReport(eps=eps, atol=atol, rtol=rtol)
     for name, param in model.named_parameters():
+        if param.grad is None:  # frozen: no gradient to check
+            continue
         analytical = param.grad.copy()
         check = _compare(name, param.data, analytical, loss, eps, atol, rtol, fast_mode, n_directions, rng)
         report.checks.append(check)

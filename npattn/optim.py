@@ -88,13 +88,14 @@ class Optimizer:
         """Set every parameter's ``.grad`` to zeros, in place."""
         for group in self.param_groups:
             for p in group["params"]:
-                p.grad[...] = 0
+                if p.grad is not None:
+                    p.grad[...] = 0
 
     def step(self) -> None:
         """One update of every parameter from its current ``.grad``."""
         for group in self.param_groups:
             for p in group["params"]:
-                if p.requires_grad:
+                if p.grad is not None:  # frozen parameters (requires_grad=False) are skipped
                     self._update(p, group, self.state.setdefault(p, {}))
 
     def _update(self, param: Parameter, group: dict[str, Any], state: dict[str, Any]) -> None:
@@ -206,7 +207,8 @@ class SGD(Optimizer):
         #     g_t = g_t + momentum * b_t if nesterov else b_t
         # theta_t = theta_{t-1} - lr * g_t
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-        g = -param.grad if group["maximize"] else param.grad
+        grad = _grad(param)
+        g = -grad if group["maximize"] else grad
         if group["weight_decay"] != 0:
             g = g + group["weight_decay"] * param.data
         if momentum != 0:
@@ -265,7 +267,8 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = np.zeros_like(param.data)
         state["step"] += 1
         t = state["step"]
-        g = -param.grad if group["maximize"] else param.grad
+        grad = _grad(param)
+        g = -grad if group["maximize"] else grad
         if wd != 0:
             if self.decoupled_weight_decay:
                 param.data *= 1 - lr * wd
@@ -317,3 +320,10 @@ class AdamW(Adam):
         maximize: bool = False,
     ) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+
+
+def _grad(param: Parameter) -> np.ndarray:
+    """The gradient of a parameter ``step()`` updates (never a frozen one, whose grad is None)."""
+    if param.grad is None:
+        raise ConfigError("cannot update a frozen parameter (requires_grad=False)")
+    return param.grad

@@ -98,7 +98,7 @@ def test_imports_run_one_way():
         ("npattn/nn/functional/attention.py", "from npattn.nn.module import Parameter"),
         ("npattn/kernels/fused.py", "from npattn.nn import attention"),
         ("npattn/nn/module.py", "from npattn.optim import SGD"),
-        ("npattn/random.py", "from npattn.nn.functional import softmax_forward"),
+        ("npattn/random/generator.py", "from npattn.nn.functional import softmax_forward"),
         ("npattn/train/loop.py", "import npattn.debug.trace"),
         ("npattn/debug/trace.py", "from npattn.cli import main"),
         ("npattn/nn/layers.py", "from npattn import Linear"),

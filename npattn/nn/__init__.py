@@ -2,6 +2,7 @@
 
     functional/     stage forward/backward pairs (the math, written once)
     module.py       Parameter, Module, ModuleList
+    sequential.py   Sequential
     layers.py       Linear, Dropout
     losses.py       MSELoss, CrossEntropyLoss (and their functional pairs)
     attention.py    the chapter-3 classes: SelfAttention_v1/v2, CausalAttention,
@@ -23,6 +24,7 @@ from npattn.nn.layers import Dropout, Linear
 from npattn.nn.losses import CrossEntropyLoss, MSELoss
 from npattn.nn.module import IncompatibleKeys, Module, ModuleList, Parameter
 from npattn.nn.transformer import GELU, Embedding, FeedForward, LayerNorm
+from npattn.nn.sequential import Sequential
 
 __all__ = [
     "GELU",
@@ -45,6 +47,7 @@ __all__ = [
     "SelfAttention_v1",
     "SelfAttention_v2",
     "TransformerBlock",
+    "Sequential",
     "functional",
     "generate_text_simple",
 ]

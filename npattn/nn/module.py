@@ -3,7 +3,8 @@
 A Module registers every Parameter, buffer and sub-Module assigned to it as an attribute, in
 assignment order, and offers ``parameters``, ``named_parameters`` (dotted names such as
 ``heads.0.W_query.weight``), ``state_dict``/``load_state_dict``, ``train``/``eval``,
-``zero_grad``, ``to(dtype)`` and ``__call__ -> forward``. Unlike PyTorch there is no autograd:
+``zero_grad``, ``requires_grad_``, ``to(dtype)``/``to("cpu")`` and ``__call__ -> forward``
+(``Sequential`` lives in :mod:`npattn.nn.sequential`). Unlike PyTorch there is no autograd:
 each Module implements ``backward(grad_output)`` by hand, which returns the gradient with
 respect to the input and *accumulates* into every Parameter's ``.grad``.
 """
@@ -16,8 +17,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from npattn._checks import as_array, check_float_dtype
-from npattn.errors import BackwardError, StateDictError
+from npattn._checks import as_array, check_bool, check_float_dtype
+from npattn.errors import BackwardError, ConfigError, StateDictError
 from npattn.nn.functional import Recorder
 
 __all__ = ["IncompatibleKeys", "Module", "ModuleList", "Parameter"]
@@ -26,12 +27,19 @@ __all__ = ["IncompatibleKeys", "Module", "ModuleList", "Parameter"]
 class Parameter:
     """A trainable array: ``.data`` (ndarray) and ``.grad`` (same shape and dtype, starts at zero).
 
+    ``requires_grad=False`` freezes it, as in PyTorch: ``.grad`` is None, backward passes leave
+    it alone and optimizers skip it (``requires_grad_()`` and ``Module.requires_grad_()`` switch).
+
     Raises:
         DTypeError: data that is not real floating point (ints are converted to float64).
+        ConfigError: requires_grad that is not a bool.
     """
 
+    grad: np.ndarray | None
+
     def __init__(self, data: Any, requires_grad: bool = True) -> None:
-        self.requires_grad = requires_grad
+        self._requires_grad = check_bool(requires_grad, "requires_grad")
+        self.grad = None
         self.data = data
 
     @property
@@ -43,9 +51,34 @@ class Parameter:
     def data(self, value: Any) -> None:
         arr = as_array(value, "Parameter data")
         self._data = arr
-        grad = getattr(self, "grad", None)
-        if grad is None or grad.shape != arr.shape or grad.dtype != arr.dtype:
+        grad = self.grad
+        if self._requires_grad and (grad is None or grad.shape != arr.shape or grad.dtype != arr.dtype):
             self.grad = np.zeros_like(arr)
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether backward accumulates into ``.grad`` (False: frozen, ``.grad`` is None)."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self._requires_grad = check_bool(value, "requires_grad")
+        self.grad = np.zeros_like(self._data) if self._requires_grad else None
+
+    def requires_grad_(self, requires_grad: bool = True) -> Parameter:
+        """Set ``requires_grad`` in place (``tensor.requires_grad_``); returns self."""
+        self.requires_grad = requires_grad
+        return self
+
+    def accumulate_grad(self, grad: np.ndarray) -> None:
+        """``.grad += grad`` (what every backward does with a parameter's gradient); nothing
+        when frozen."""
+        if self.grad is not None:
+            self.grad += grad
+
+    def numel(self) -> int:
+        """The number of elements (``tensor.numel()``), e.g. for counting a model's parameters."""
+        return int(self._data.size)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -222,19 +255,37 @@ class Module:
         return self.train(False)
 
     def zero_grad(self) -> None:
-        """Set every Parameter's ``.grad`` to zeros, in place (grads are never None in npattn)."""
+        """Set every trainable Parameter's ``.grad`` to zeros, in place (npattn keeps the arrays;
+        a frozen Parameter's ``.grad`` stays None)."""
         for param in self.parameters():
-            param.grad[...] = 0
+            if param.grad is not None:
+                param.grad[...] = 0
 
-    def to(self, dtype: Any) -> Module:
-        """Convert parameters, their grads and floating buffers to ``dtype`` (float32/float64); returns self.
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Freeze (False) or unfreeze (True) every Parameter (``Module.requires_grad_``); returns self."""
+        for param in self.parameters():
+            param.requires_grad = requires_grad
+        return self
+
+    def to(self, dtype_or_device: Any) -> Module:
+        """Convert parameters, their grads and floating buffers to a dtype (float32/float64), or
+        accept the device ``"cpu"`` (``torch.device("cpu")`` too): npattn runs on the CPU, so that
+        changes nothing. Returns self.
 
         Raises:
-            DTypeError: ``dtype`` is not a floating dtype.
+            DTypeError: not a floating dtype (nor a device).
+            ConfigError: a device other than the CPU ("cuda", "mps", ...).
         """
-        dtype = check_float_dtype(dtype, "Module.to dtype")
+        device = _device_name(dtype_or_device)
+        if device is not None:
+            if device.split(":")[0] != "cpu":
+                raise ConfigError(
+                    f"npattn runs on the CPU only: Module.to accepts 'cpu' or a float dtype, got device {device!r}"
+                )
+            return self
+        dtype = check_float_dtype(dtype_or_device, "Module.to dtype")
         for param in self.parameters():
-            grad = param.grad.astype(dtype)
+            grad = None if param.grad is None else param.grad.astype(dtype)
             param.data = param.data.astype(dtype)
             param.grad = grad
         for module in self.modules():
@@ -367,6 +418,21 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+_DEVICE_TYPES = {
+    "cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "hpu", "mtia", "lazy", "ipu", "vulkan", "privateuseone",
+}  # fmt: skip
+
+
+def _device_name(value: Any) -> str | None:
+    """The device a ``to()`` argument names ("cpu", "cuda:0", a ``torch.device``), or None when
+    it names none (then it must be a dtype)."""
+    if isinstance(value, str):
+        return value if value.split(":")[0] in _DEVICE_TYPES else None
+    if type(value).__name__ == "device" and isinstance(getattr(value, "type", None), str):
+        return str(value)
+    return None
 
 
 def _nonfinite_problem(key: str, value: np.ndarray, dtype: np.dtype) -> str:

@@ -5,7 +5,7 @@
 - :mod:`npattn.random.boxmuller`, :mod:`npattn.random.cephes`, :mod:`npattn.random.fma`: the
   Box-Muller layouts of ``normal_``, PyTorch's AVX2 float32 log/sin/cos, fused multiply-adds.
 - :mod:`npattn.random.default`: ``default_generator``, ``manual_seed``, ``initial_seed``,
-  ``seed`` and the ``rng`` argument of every module.
+  ``seed``, ``rand``, ``randn`` and the ``rng`` argument of every module.
 """
 
 from npattn.random.default import (
@@ -14,6 +14,8 @@ from npattn.random.default import (
     initial_seed,
     linear_init_bounds,
     manual_seed,
+    rand,
+    randn,
     resolve_rng,
     seed,
     uniform_init,
@@ -27,6 +29,8 @@ __all__ = [
     "initial_seed",
     "linear_init_bounds",
     "manual_seed",
+    "rand",
+    "randn",
     "resolve_rng",
     "seed",
     "torch_seed",

@@ -18,6 +18,8 @@ float32 blocks use the AVX2 Cephes code reproduced in :mod:`npattn.random.cephes
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -46,23 +48,53 @@ def _libm_sincos(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.fromiter(map(math.sin, x), np.float64, len(x)), np.fromiter(map(math.cos, x), np.float64, len(x))
 
 
+def _radius_and_trig(u1: np.ndarray, u2: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """radius = sqrt(-2 log(1 - u1)), sin and cos of 2 pi u2, in the uniforms' dtype."""
+    kind = u1.dtype.type
+    log, sincos = (log_ps, sincos_ps) if kind is np.float32 else (_libm_log, _libm_sincos)
+    radius = np.sqrt(kind(-2.0) * log(kind(1.0) - u1))  # [0, 1) -> (0, 1] for the log
+    sin, cos = sincos(kind(2.0 * math.pi) * u2)
+    return radius, sin, cos
+
+
+_FLOAT32_UNIFORMS = 2**24  # a float32 uniform is k * 2**-24, k < 2**24
+_TABULATE_FROM = 2**25  # from this many float32 values on, tabulating every k costs less
+
+
+def _float32_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """radius, sin and cos for every float32 uniform k * 2**-24 (2**24 values each, 64 MB): the
+    same functions, evaluated once per possible input instead of once per draw."""
+    u = np.arange(_FLOAT32_UNIFORMS, dtype=np.float32) * np.float32(2.0**-24)
+    tables = [np.empty(_FLOAT32_UNIFORMS, dtype=np.float32) for _ in range(3)]
+    step = 16 * _BLOCKS_PER_CHUNK
+    for start in range(0, _FLOAT32_UNIFORMS, step):
+        part = u[start : start + step]
+        for table, values in zip(tables, _radius_and_trig(part, part)):
+            table[start : start + step] = values
+    radius, sin, cos = tables
+    return radius, sin, cos
+
+
 def normal_blocks(u: np.ndarray, mean: float, std: float) -> np.ndarray:
     """Transform 16 k uniforms (float32 or float64) block by block, in their dtype; returns a new
     array of the same length and dtype."""
     kind = u.dtype.type
-    log, sincos, fma = (log_ps, sincos_ps, fma_float32) if kind is np.float32 else (_libm_log, _libm_sincos, fma_float64)
-    one, minus_two, two_pi, zero = kind(1.0), kind(-2.0), kind(2.0 * math.pi), kind(0.0)
+    fma: Callable[[Any, Any, Any], np.ndarray] = fma_float32 if kind is np.float32 else fma_float64
     mean_, std_ = kind(mean), kind(std)
+    tables = _float32_tables() if kind is np.float32 and u.size >= _TABULATE_FROM else None
     blocks = u.reshape(-1, 2, 8)
     out = np.empty_like(blocks)
     for start in range(0, len(blocks), _BLOCKS_PER_CHUNK):
         chunk = blocks[start : start + _BLOCKS_PER_CHUNK]
-        u1 = (one - chunk[:, 0]).ravel()  # [0, 1) -> (0, 1] for the log
-        radius = np.sqrt(minus_two * log(u1))
-        sin, cos = sincos(two_pi * chunk[:, 1].ravel())
+        u1, u2 = chunk[:, 0].ravel(), chunk[:, 1].ravel()
+        if tables is None:
+            radius, sin, cos = _radius_and_trig(u1, u2)
+        else:  # exact lookups: k = u * 2**24 is an integer below 2**24
+            k1, k2 = (u1 * np.float32(2.0**24)).astype(np.int32), (u2 * np.float32(2.0**24)).astype(np.int32)
+            radius, sin, cos = tables[0][k1], tables[1][k2], tables[2][k2]
         for half, trig in ((0, cos), (1, sin)):
             n = radius * trig
             # fma(n, std, mean); with std 1 and mean 0 that is n + 0 (which turns -0 into +0)
-            z = n + zero if std_ == 1 and mean_ == 0 else fma(n, std_, mean_)
+            z = n + kind(0.0) if std_ == 1 and mean_ == 0 else fma(n, std_, mean_)
             out[start : start + len(chunk), half] = z.reshape(-1, 8)
     return out.reshape(-1)

@@ -24,6 +24,8 @@ __all__ = [
     "initial_seed",
     "linear_init_bounds",
     "manual_seed",
+    "rand",
+    "randn",
     "resolve_rng",
     "seed",
     "uniform_init",
@@ -46,6 +48,16 @@ def seed() -> int:
     value = secrets.randbits(64)
     default_generator.manual_seed(value)
     return value
+
+
+def rand(*size: int, dtype: Any = np.float32) -> np.ndarray:
+    """``torch.rand``: uniform [0, 1) samples from the default generator."""
+    return default_generator.rand(*size, dtype=dtype)
+
+
+def randn(*size: int, dtype: Any = np.float32) -> np.ndarray:
+    """``torch.randn``: standard normal samples from the default generator."""
+    return default_generator.randn(*size, dtype=dtype)
 
 
 def initial_seed() -> int:

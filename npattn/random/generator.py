@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_finite, check_float_dtype, check_nonnegative_int
-from npattn.errors import ConfigError
+from npattn.errors import ConfigError, DTypeError
 from npattn.random.boxmuller import box_muller_pair, normal_blocks
 from npattn.random.fma import fma_float32, fma_float64
 
@@ -130,7 +130,9 @@ class TorchGenerator:
         fma = fma_float32 if dtype == np.float32 else fma_float64
         return fma(u, hi - lo, lo).reshape(u.shape)
 
-    def normal(self, shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0, dtype: Any = np.float32) -> np.ndarray:
+    def normal(
+        self, shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0, dtype: Any = np.float32
+    ) -> np.ndarray:
         """Samples like ``torch.empty(shape, dtype=dtype).normal_(mean, std)`` (contiguous).
 
         Below 16 elements each element takes the scalar Box-Muller path (two float64 uniforms
@@ -177,12 +179,18 @@ class TorchGenerator:
 
         Raises:
             ConfigError: p outside [0, 1]; a bad shape.
+            DTypeError: dtype is not a NumPy dtype.
         """
         shape = _shape((shape,), "bernoulli shape")
         if not 0.0 <= check_finite(p, "p") <= 1.0:
             raise ConfigError(f"bernoulli expects 0 <= p <= 1, got p={p}")
+        try:
+            out_dtype = np.dtype(dtype)
+        except TypeError:
+            message = f"bernoulli dtype must be a NumPy dtype such as np.float32 or bool, got {dtype!r}"
+            raise DTypeError(message) from None
         keep = self._uniform_float64(math.prod(shape)) < float(p)
-        return keep.reshape(shape).astype(dtype, copy=False)
+        return keep.reshape(shape).astype(out_dtype, copy=False)
 
     def get_state(self) -> dict[str, Any]:
         """The full generator state (for checkpoints): plain arrays and numbers, no objects.

@@ -88,6 +88,8 @@ def check_finite(model: Module, loss: float, step: int) -> None:
         problem = f"the loss is {loss}"
     else:
         for name, p in model.named_parameters():
+            if p.grad is None:
+                continue
             bad = p.grad.size - int(np.count_nonzero(np.isfinite(p.grad)))
             if bad:
                 problem = f"the gradient of {name} has {bad} non-finite entries (loss {loss:.6g})"
