@@ -125,18 +125,21 @@ def test_live_npattn_to_torch(book):
 
 @pytest.fixture(scope="module")
 def book_124m():
-    """``npattn.random.manual_seed(123); GPTModel(GPT_CONFIG_124M)``, the book's construction (float32)."""
-    npattn.random.manual_seed(123)
-    return GPTModel(GPT_CONFIG_124M)
+    """``npattn.manual_seed(123); GPTModel(GPT_CONFIG_124M)``, the book's construction (float32), and
+    the default generator's state right after it (where the notebook's training-mode forward draws)."""
+    npattn.manual_seed(123)
+    model = GPTModel(GPT_CONFIG_124M)
+    return model, npattn.default_generator.get_state()
 
 
 @pytest.mark.slow
 def test_124m_after_the_books_seed_generates_the_books_tokens(book_124m):
     """No torch needed: 163,009,536 parameters, and greedy decoding of "Hello, I am" in eval mode
     gives the book's six tokens ("Featureiman Byeswickattribute argue")."""
-    assert sum(p.size for p in book_124m.parameters()) == 163_009_536
-    book_124m.eval()
-    out = generate_text_simple(book_124m, HELLO, max_new_tokens=6, context_size=GPT_CONFIG_124M["context_length"])
+    model, _ = book_124m
+    assert sum(p.size for p in model.parameters()) == 163_009_536
+    model.eval()
+    out = generate_text_simple(model, HELLO, max_new_tokens=6, context_size=GPT_CONFIG_124M["context_length"])
     assert out.tolist() == [BOOK_GENERATED]
 
 
@@ -144,17 +147,40 @@ def test_124m_after_the_books_seed_generates_the_books_tokens(book_124m):
 @pytest.mark.slow
 def test_124m_weights_and_float32_logits_match_torch(book, book_124m):
     """Every tensor of torch.manual_seed(123); GPTModel(GPT_CONFIG_124M) bit for bit, and the logits
-    of the book's batch (eval mode) within 1e-5 in float32."""
+    of the book's batch within 1e-5 in float32: in training mode right after construction (the
+    notebook's ``out = model(batch)``, dropout drawn from the same stream) and in eval mode."""
     import torch
 
+    model, state_after_build = book_124m
     torch.manual_seed(123)
-    theirs = book.GPTModel(GPT_CONFIG_124M).eval()
-    ours = book_124m.state_dict()
+    theirs = book.GPTModel(GPT_CONFIG_124M)
+    with torch.no_grad():
+        want_train = theirs(torch.tensor(BOOK_BATCH)).numpy()
+        want_eval = theirs.eval()(torch.tensor(BOOK_BATCH)).numpy()
+    ours = model.state_dict()
     for key, value in theirs.state_dict().items():
         want = value.numpy().astype(bool) if key.endswith(".mask") else value.numpy()
         assert np.array_equal(ours[key], want), key
-    with torch.no_grad():
-        want = theirs(torch.tensor(BOOK_BATCH)).numpy()
-    logits = book_124m.eval()(np.array(BOOK_BATCH))
+    npattn.default_generator.set_state(state_after_build)
+    logits = model.train()(np.array(BOOK_BATCH))
     assert logits.shape == (2, 4, 50257) and logits.dtype == np.float32
+    assert float(np.max(np.abs(logits - want_train))) <= 1e-5
+    logits = model.eval()(np.array(BOOK_BATCH))
+    assert float(np.max(np.abs(logits - want_eval))) <= 1e-5
+
+
+@pytest.mark.torch
+def test_training_mode_logits_follow_torchs_dropout_stream(book):
+    """manual_seed, construction, then a training-mode forward: dropout (drop_emb, the attention
+    weights, drop_resid twice per block) draws torch's masks in torch's order; float32 within 1e-5."""
+    import torch
+
+    cfg = {**json.loads(str(DATA[f"{CASES[1]}|config"]))["cfg"], "drop_rate": 0.3}
+    idx = np.random.default_rng(5).integers(0, cfg["vocab_size"], (3, cfg["context_length"]))
+    torch.manual_seed(123)
+    want = book.GPTModel(cfg)(torch.from_numpy(idx)).detach().numpy()
+    npattn.manual_seed(123)
+    logits = GPTModel(cfg)(idx)
     assert float(np.max(np.abs(logits - want))) <= 1e-5
+    npattn.manual_seed(124)
+    assert float(np.max(np.abs(GPTModel(cfg)(idx) - want))) > 1e-2  # another stream: other masks
