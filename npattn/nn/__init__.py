@@ -23,8 +23,8 @@ from npattn.nn.gpt import GPT_CONFIG_124M, GPTModel, TransformerBlock, generate_
 from npattn.nn.layers import Dropout, Linear
 from npattn.nn.losses import CrossEntropyLoss, MSELoss
 from npattn.nn.module import IncompatibleKeys, Module, ModuleList, Parameter
-from npattn.nn.transformer import GELU, Embedding, FeedForward, LayerNorm
 from npattn.nn.sequential import Sequential
+from npattn.nn.transformer import GELU, Embedding, FeedForward, LayerNorm
 
 __all__ = [
     "GELU",
@@ -46,8 +46,8 @@ __all__ = [
     "Parameter",
     "SelfAttention_v1",
     "SelfAttention_v2",
-    "TransformerBlock",
     "Sequential",
+    "TransformerBlock",
     "functional",
     "generate_text_simple",
 ]

@@ -26,7 +26,8 @@ from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.nn import functional as F
 from npattn.nn.attention import MultiHeadAttention
 from npattn.nn.layers import Dropout, Linear
-from npattn.nn.module import Module, ModuleList
+from npattn.nn.module import Module
+from npattn.nn.sequential import Sequential
 from npattn.nn.transformer import Embedding, FeedForward, LayerNorm, check_config
 from npattn.random import RNGLike, resolve_rng
 
@@ -168,8 +169,8 @@ class GPTModel(Module):
         self.tok_emb = Embedding(cfg["vocab_size"], cfg["emb_dim"], rng=generator, dtype=dtype)
         self.pos_emb = Embedding(cfg["context_length"], cfg["emb_dim"], rng=generator, dtype=dtype)
         self.drop_emb = Dropout(cfg["drop_rate"], rng=generator)
-        self.trf_blocks = ModuleList(
-            [TransformerBlock(cfg, rng=generator, dtype=dtype, impl=impl) for _ in range(cfg["n_layers"])]
+        self.trf_blocks = Sequential(
+            *[TransformerBlock(cfg, rng=generator, dtype=dtype, impl=impl) for _ in range(cfg["n_layers"])]
         )
         self.final_norm = LayerNorm(cfg["emb_dim"], dtype=dtype)
         self.out_head = Linear(cfg["emb_dim"], cfg["vocab_size"], bias=False, rng=generator, dtype=dtype)
@@ -194,8 +195,7 @@ class GPTModel(Module):
         pos_embeds = self.pos_emb(np.arange(n))
         x, c_add = F.add_forward(tok_embeds, pos_embeds)  # (b, n, emb_dim)
         x = self.drop_emb(x)
-        for block in self.trf_blocks:
-            x = block(x)
+        x = self.trf_blocks(x)
         x = self.final_norm(x)
         logits = self.out_head(x)
         self._cache = (c_add,)
@@ -206,8 +206,7 @@ class GPTModel(Module):
         (c_add,) = self._saved()
         d_x = self.out_head.backward(grad_output)
         d_x = self.final_norm.backward(d_x)
-        for block in reversed(list(self.trf_blocks)):
-            d_x = block.backward(d_x)
+        d_x = self.trf_blocks.backward(d_x)
         d_x = self.drop_emb.backward(d_x)
         # forward: x = tok_embeds + pos_embeds, pos_embeds broadcast over the batch
         d_tok, d_pos = F.add_backward(d_x, c_add)

@@ -16,7 +16,8 @@ from npattn._checks import as_array, check_float_dtype, check_grad_output, check
 from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
 from npattn.nn.layers import Linear
-from npattn.nn.module import Module, ModuleList, Parameter
+from npattn.nn.module import Module, Parameter
+from npattn.nn.sequential import Sequential
 from npattn.random import RNGLike, TorchGenerator, resolve_rng
 
 __all__ = ["GELU", "Embedding", "FeedForward", "LayerNorm", "check_config", "normal_init"]
@@ -153,7 +154,7 @@ class GELU(Module):
 class FeedForward(Module):
     """The book's ``FeedForward(cfg)``: Linear(emb_dim, 4 emb_dim), GELU, Linear(4 emb_dim, emb_dim).
 
-    ``layers`` holds the three in order, so the state_dict keys are the book's ``layers.0.weight``,
+    ``layers`` is a ``Sequential`` of the three, so the state_dict keys are the book's ``layers.0.weight``,
     ``layers.0.bias``, ``layers.2.weight``, ``layers.2.bias``. Weights drawn in that order from ``rng``.
 
     forward: x (..., emb_dim) -> (..., emb_dim).
@@ -166,25 +167,19 @@ class FeedForward(Module):
         super().__init__()
         emb_dim = check_positive_int(check_config(cfg, ("emb_dim",))["emb_dim"], "cfg['emb_dim']")
         generator = resolve_rng(rng)
-        self.layers = ModuleList(
-            [
-                Linear(emb_dim, 4 * emb_dim, rng=generator, dtype=dtype),
-                GELU(),
-                Linear(4 * emb_dim, emb_dim, rng=generator, dtype=dtype),
-            ]
+        self.layers = Sequential(
+            Linear(emb_dim, 4 * emb_dim, rng=generator, dtype=dtype),
+            GELU(),
+            Linear(4 * emb_dim, emb_dim, rng=generator, dtype=dtype),
         )
 
     def forward(self, x: Any) -> np.ndarray:
         """x (..., emb_dim) -> (..., emb_dim)."""
-        for layer in self.layers:
-            x = layer(x)
-        return x
+        return self.layers(x)
 
     def backward(self, grad_output: Any) -> np.ndarray:
         """grad_output (..., emb_dim) -> dx; the layers' backwards in reverse."""
-        for layer in reversed(list(self.layers)):
-            grad_output = layer.backward(grad_output)
-        return grad_output
+        return self.layers.backward(grad_output)
 
 
 def _features(x: Any, width: int, dtype: np.dtype) -> np.ndarray:
