@@ -111,7 +111,8 @@ def project_forward(x: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, tuple]:
         raise _shape_error(
             "project_forward", "x (..., n, d) @ W (d, k) needs a 2-D W and x's last dim = W's first", x=x, W=W
         )
-    out = x @ W
+    # One matrix product over all rows: BLAS runs one large GEMM instead of one per leading index.
+    out = (x.reshape(-1, x.shape[-1]) @ W).reshape(*x.shape[:-1], W.shape[1])
     return out, (x, W)
 
 
@@ -120,8 +121,9 @@ def project_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.nd
     # forward: out = x @ W
     x, W = cache
     _check_grad("project_backward", d_out, x.shape[:-1] + W.shape[1:])
-    dx = d_out @ W.T
-    dW = x.reshape(-1, x.shape[-1]).T @ d_out.reshape(-1, d_out.shape[-1])
+    d_out_rows = d_out.reshape(-1, d_out.shape[-1])
+    dx = (d_out_rows @ W.T).reshape(x.shape)
+    dW = x.reshape(-1, x.shape[-1]).T @ d_out_rows
     return dx, dW
 
 
