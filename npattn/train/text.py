@@ -11,7 +11,7 @@
 - ``DataLoader(dataset, batch_size, shuffle, drop_last, seed=...)``: batches of (input, target),
   each (batch_size, max_length) int64. With ``shuffle`` the order of epoch e is a permutation drawn
   from ``numpy.random.default_rng([seed, e])``: it depends only on the seed and the epoch, so a
-  resumed run sees the same batches. ``create_dataloader_v1`` is the book's function.
+  resumed run sees the same batches (``set_epoch(e)`` chooses the epoch a loop iterates). ``create_dataloader_v1`` is the book's function.
 """
 
 from __future__ import annotations
@@ -136,9 +136,10 @@ class DataLoader:
     """Batches of a ``GPTDatasetV1``: iterating gives (input, target) pairs of shape
     (batch_size, max_length); the last smaller batch is dropped with ``drop_last``.
 
-    Each ``iter(loader)`` is one epoch; with ``shuffle`` its order is drawn from ``seed`` and the
-    epoch number (``loader.epoch``, counted up after every pass, like a torch loader reshuffling
-    each time). ``loader.batches(epoch)`` gives the batches of any epoch without counting.
+    ``iter(loader)`` gives the batches of epoch ``loader.epoch`` (set it with ``set_epoch``, like
+    a torch DistributedSampler); with ``shuffle`` their order is drawn from ``seed`` and the epoch
+    number only, so iterating twice gives the same batches and a resumed run finds its place.
+    ``loader.batches(epoch)`` gives the batches of any epoch.
 
     Raises:
         ConfigError: ``batch_size`` not a positive integer, ``shuffle`` or ``drop_last`` not a bool.
@@ -178,10 +179,12 @@ class DataLoader:
             rows = order[i * self.batch_size : (i + 1) * self.batch_size]
             yield self.dataset.input_ids[rows], self.dataset.target_ids[rows]
 
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order ``iter(loader)`` follows."""
+        self.epoch = check_nonnegative_int(epoch, "epoch")
+
     def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        epoch = self.epoch
-        self.epoch += 1
-        return self.batches(epoch)
+        return self.batches(self.epoch)
 
 
 def create_dataloader_v1(

@@ -91,8 +91,10 @@ def test_loader_batches_and_shuffle() -> None:
     assert [x.shape for x, _ in batches] == [(5, 4)] * 4 + [(3, 4)]
     assert np.array_equal(np.concatenate([x for x, _ in batches]), data.input_ids)
     shuffled = DataLoader(data, batch_size=5, shuffle=True, drop_last=True, seed=7)
-    epoch0, epoch1 = list(shuffled), list(shuffled)
-    assert shuffled.epoch == 2
+    epoch0 = list(shuffled)
+    assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(epoch0, shuffled))  # iterating again: same epoch
+    shuffled.set_epoch(1)
+    epoch1 = list(shuffled)
     rows0 = np.concatenate([x[:, 0] for x, _ in epoch0])
     assert len(set(rows0.tolist())) == 20 and not np.array_equal(rows0, np.sort(rows0))
     assert not np.array_equal(rows0, np.concatenate([x[:, 0] for x, _ in epoch1]))
