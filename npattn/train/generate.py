@@ -15,7 +15,7 @@ import numpy as np
 
 from npattn._checks import check_finite, check_nonnegative_int, check_positive_int
 from npattn.errors import ConfigError, DTypeError, ShapeError
-from npattn.functional import softmax
+from npattn.nn.functional import softmax
 from npattn.random import RNGLike, TorchGenerator, resolve_rng
 
 __all__ = ["as_token_ids", "generate", "sample_next"]

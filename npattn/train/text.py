@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
 from npattn.errors import ConfigError
-
-if TYPE_CHECKING:
-    from npattn.train.tokenizers import Tokenizer
+from npattn.train.tokenizers import Tokenizer
 
 __all__ = [
     "DataLoader",

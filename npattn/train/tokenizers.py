@@ -444,7 +444,7 @@ def tokenizer_from_dict(state: Any) -> Tokenizer:
 
 def save_tokenizer(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
     """Write ``tokenizer.to_dict()`` as JSON to ``path`` (atomically: the old file or the new one)."""
-    from npattn.checkpoint import _atomic_write
+    from npattn.train.checkpoint import _atomic_write
 
     _atomic_write(os.fspath(path), json.dumps(tokenizer.to_dict(), ensure_ascii=True).encode("ascii"))
 
