@@ -36,7 +36,7 @@ from npattn.errors import ConfigError
 from npattn.nn.functional.transformer import token_cross_entropy_backward, token_cross_entropy_forward
 from npattn.optim import Optimizer
 from npattn.train.generate import generate
-from npattn.train.loop import _check_finite
+from npattn.train.loop import check_finite
 from npattn.train.text import DataLoader
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
 
@@ -269,7 +269,7 @@ def train_lm(
             optimizer.zero_grad()
             loss = calc_loss_batch(input_batch, target_batch, model)
             loss.backward()
-            _check_finite(model, loss.item(), history.global_step + 1)
+            check_finite(model, loss.item(), history.global_step + 1)
             optimizer.step()
             history.tokens_seen += int(np.size(input_batch))
             history.global_step += 1

@@ -257,24 +257,34 @@ def run_lm(
     return model, tokenizer, history
 
 
-def _rng_state(model: Any) -> Any:
-    """The state of the generator dropout draws from (a plain dict), or None."""
-    rng = getattr(model, "rng", None)
-    if rng is None:
-        return None
-    if isinstance(rng, np.random.Generator):
-        return {"numpy": json.dumps(rng.bit_generator.state)}
-    return {"torch": rng.get_state()}
+def _generators(model: Any) -> list[Any]:
+    """The distinct random generators the model's dropout layers draw from, in module order."""
+    found: dict[int, Any] = {}
+    for module in model.modules():
+        rng = getattr(module, "rng", None)
+        if rng is not None:
+            found.setdefault(id(rng), rng)
+    return list(found.values())
 
 
-def _set_rng_state(model: Any, state: Any) -> None:
-    rng = getattr(model, "rng", None)
-    if rng is None or not state:
-        return
-    if "numpy" in state and isinstance(rng, np.random.Generator):
-        rng.bit_generator.state = json.loads(str(state["numpy"]))
-    elif "torch" in state and not isinstance(rng, np.random.Generator):
-        rng.set_state(state["torch"])
+def _rng_state(model: Any) -> list[Any]:
+    """The state of every generator dropout draws from (plain values), so a resumed run draws the
+    same dropout masks as an uninterrupted one."""
+    return [
+        {"numpy": json.dumps(rng.bit_generator.state)} if isinstance(rng, np.random.Generator) else rng.get_state()
+        for rng in _generators(model)
+    ]
+
+
+def _set_rng_state(model: Any, states: Any) -> None:
+    generators = _generators(model)
+    if not isinstance(states, list) or len(states) != len(generators):
+        raise CheckpointError("the checkpoint's dropout random state does not fit this model")
+    for rng, state in zip(generators, states):
+        if isinstance(rng, np.random.Generator):
+            rng.bit_generator.state = json.loads(str(state["numpy"]))
+        else:
+            rng.set_state(state)
 
 
 def _print_header(
