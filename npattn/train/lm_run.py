@@ -99,8 +99,9 @@ class LMSettings:
             raise ConfigError("prompt (--prompt) must be a non-empty text")
 
 
-RESUMABLE = ("steps", "epochs", "eval_every", "eval_iter", "prompt", "sample_tokens", "temperature", "top_k")
-"""The settings a resumed run may change (how long and how it reports); the others are the run's."""
+RESUMABLE = ("text", "steps", "epochs", "eval_every", "eval_iter", "prompt", "sample_tokens", "temperature", "top_k")
+"""The settings a resumed run may change: how long it runs, how it reports, and where the text is
+(its contents must be the same: the checkpoint keeps their SHA-256); the others are the run's."""
 
 
 def _load_text(settings: LMSettings) -> tuple[str, str]:
@@ -127,14 +128,18 @@ def _loaders(text: str, tokenizer: Tokenizer, settings: LMSettings) -> tuple[Dat
     common = {"max_length": settings.context_length, "stride": stride, "tokenizer": tokenizer, "seed": settings.seed}
     train_loader = create_dataloader_v1(train_text, settings.batch_size, shuffle=True, drop_last=True, **common)
     val_loader = create_dataloader_v1(val_text, settings.batch_size, shuffle=False, drop_last=False, **common)
-    for what, loader in (("training", train_loader), ("validation", val_loader)):
-        if len(loader) == 0:
-            tokens = len(loader.dataset.token_ids)
-            raise ConfigError(
-                f"the {what} text ({tokens} tokens) gives no batch of {settings.batch_size} windows of "
-                f"context_length {settings.context_length} + 1 tokens; use a longer text, a shorter --context-length "
-                "or a smaller --batch-size"
-            )
+    window = settings.context_length + 1
+    if len(train_loader) == 0:
+        raise ConfigError(
+            f"the training text ({len(train_loader.dataset.token_ids)} tokens) gives no batch of "
+            f"{settings.batch_size} windows of context_length + 1 = {window} tokens; use a longer text, a shorter "
+            "--context-length or a smaller --batch-size"
+        )
+    if len(val_loader) == 0:
+        raise ConfigError(
+            f"the validation text (the last 10%: {len(val_loader.dataset.token_ids)} tokens) is shorter than one "
+            f"window of context_length + 1 = {window} tokens; use a longer text or a shorter --context-length"
+        )
     return train_loader, val_loader
 
 
