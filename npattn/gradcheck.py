@@ -191,8 +191,9 @@ def gradcheck(
     Works on a float64 deep copy of ``module`` (the original is untouched). L = sum(module(x) * G)
     with G drawn from ``seed``. ``fast_mode=True`` checks ``n_directions`` random directional
     derivatives per tensor instead of every element (cheap for large tensors; the name is
-    ``torch.autograd.gradcheck``'s). Keep the module in eval mode, or its dropout masks fixed
-    (``Dropout.fixed_keep``), so that forward is deterministic.
+    ``torch.autograd.gradcheck``'s). Integer token ids (``GPTModel``'s input) are passed
+    unchanged with ``check_input=False``: only the parameters are checked. Keep the module in eval
+    mode, or its dropout masks fixed (``Dropout.fixed_keep``), so that forward is deterministic.
 
     Returns:
         GradcheckReport, truthy when every tensor passed.
@@ -201,7 +202,7 @@ def gradcheck(
             index, the numerical and the analytical value).
         ConfigError: the module has no parameters; ``x`` holds NaN or inf; eps <= 0, atol or
             rtol < 0, n_directions < 1.
-        DTypeError: ``x`` is not floating point.
+        DTypeError: ``x`` is not floating point (integers are refused unless ``check_input=False``).
     """
     if not isinstance(module, Module):
         raise ConfigError(f"gradcheck expects an npattn.Module, got {type(module).__name__}")
@@ -209,18 +210,21 @@ def gradcheck(
         raise ConfigError(f"gradcheck: {type(module).__name__} has no parameters to check")
     _check_settings(eps, atol, rtol, n_directions)
     x_arr = as_array(x, "x")  # rejects non-numeric data with a clear message
-    if np.asarray(x).dtype.kind != "f":
-        raise DTypeError(f"gradcheck needs a floating-point input x, got dtype {np.asarray(x).dtype}")
+    kind = np.asarray(x).dtype.kind
+    ids = kind in "iu" and not check_input  # token ids: passed unchanged, no gradient of their own
+    if kind != "f" and not ids:
+        hint = " (integer token ids: pass check_input=False to check the parameters)" if kind in "iu" else ""
+        raise DTypeError(f"gradcheck needs a floating-point input x, got dtype {np.asarray(x).dtype}{hint}")
     if not np.all(np.isfinite(x_arr)):
         raise ConfigError("gradcheck needs a finite input x: it contains NaN or inf, so no gradient can be compared")
     model = copy.deepcopy(module).to(np.float64)
-    x64 = np.array(x_arr, dtype=np.float64)
+    x64 = np.array(x) if ids else np.array(x_arr, dtype=np.float64)
     rng = np.random.default_rng(seed)
 
     model.zero_grad()
     out = np.asarray(model(x64))
     G = rng.standard_normal(out.shape)
-    dx = np.asarray(model.backward(G))
+    dx = model.backward(G)
 
     def loss() -> float:
         return float(np.sum(np.asarray(model(x64)) * G))
@@ -231,7 +235,7 @@ def gradcheck(
         check = _compare(name, param.data, analytical, loss, eps, atol, rtol, fast_mode, n_directions, rng)
         report.checks.append(check)
     if check_input:
-        report.checks.append(_compare("x", x64, dx, loss, eps, atol, rtol, fast_mode, n_directions, rng))
+        report.checks.append(_compare("x", x64, np.asarray(dx), loss, eps, atol, rtol, fast_mode, n_directions, rng))
     return _finish(report, raise_exception)
 
 

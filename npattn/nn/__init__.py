@@ -6,6 +6,8 @@
     losses.py       MSELoss, CrossEntropyLoss (and their functional pairs)
     attention.py    the chapter-3 classes: SelfAttention_v1/v2, CausalAttention,
                     MultiHeadAttentionWrapper, MultiHeadAttention
+    transformer.py  the chapter-4 layers: Embedding, LayerNorm, GELU, FeedForward
+    gpt.py          the chapter-4 model: TransformerBlock, GPTModel, generate_text_simple
 """
 
 from npattn.nn import functional
@@ -16,15 +18,23 @@ from npattn.nn.attention import (
     SelfAttention_v1,
     SelfAttention_v2,
 )
+from npattn.nn.gpt import GPT_CONFIG_124M, GPTModel, TransformerBlock, generate_text_simple
 from npattn.nn.layers import Dropout, Linear
 from npattn.nn.losses import CrossEntropyLoss, MSELoss
 from npattn.nn.module import IncompatibleKeys, Module, ModuleList, Parameter
+from npattn.nn.transformer import GELU, Embedding, FeedForward, LayerNorm
 
 __all__ = [
+    "GELU",
+    "GPT_CONFIG_124M",
     "CausalAttention",
     "CrossEntropyLoss",
     "Dropout",
+    "Embedding",
+    "FeedForward",
+    "GPTModel",
     "IncompatibleKeys",
+    "LayerNorm",
     "Linear",
     "MSELoss",
     "Module",
@@ -34,5 +44,7 @@ __all__ = [
     "Parameter",
     "SelfAttention_v1",
     "SelfAttention_v2",
+    "TransformerBlock",
     "functional",
+    "generate_text_simple",
 ]
