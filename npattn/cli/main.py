@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("book", help="the book's chapter-3 example: stage shapes, context vectors, gradient check")
     train = sub.add_parser(
-        "train", help="train SelfAttention_v1 on a task, or a GPT on text (--task lm), with checkpoints (--save/--resume)"
+        "train", help="train SelfAttention_v1 on a task, or a GPT on text (--task lm); --save/--resume checkpoints"
     )
     train.add_argument(
         "--task", choices=["selective-copy", "teacher-student", "lm"], default=None, help="default: selective-copy"

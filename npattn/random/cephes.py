@@ -19,7 +19,6 @@ import numpy as np
 
 from npattn.random.fma import fma_float32 as _fma_float32
 
-
 __all__ = ["log_ps", "sincos_ps"]
 
 

@@ -23,7 +23,7 @@ from npattn.train.tasks import make_task
 __all__ = ["LM_OPTIONS", "OPTIMIZERS", "run_lm_command", "run_train_command", "train_task"]
 
 OPTIMIZERS: dict[str, Callable[..., Optimizer]] = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
-LM_OPTIONS = tuple(f.name for f in dataclasses.fields(LMSettings) if f.name not in ("lr", "seed", "steps")) + ("plot",)
+LM_OPTIONS = (*tuple(f.name for f in dataclasses.fields(LMSettings) if f.name not in ("lr", "seed", "steps")), "plot")
 """The options of ``npattn train`` that only the language-model task (``--task lm``) takes."""
 
 

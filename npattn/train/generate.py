@@ -106,7 +106,7 @@ def generate(
         logits = np.asarray(model(idx_cond))
         if logits.ndim != 3 or logits.shape[:2] != idx_cond.shape:
             raise ShapeError(
-                f"model(idx) must return logits of shape (batch, n_tokens, vocab) = {idx_cond.shape + ('vocab',)}, "
+                f"model(idx) must return logits of shape (batch, n_tokens, vocab) = {(*idx_cond.shape, 'vocab')}, "
                 f"got {logits.shape}"
             )
         if top_k is not None and top_k > logits.shape[-1]:

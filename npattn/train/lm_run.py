@@ -86,13 +86,17 @@ class LMSettings:
             if check_finite(getattr(self, field), name(field)) < 0:
                 raise ConfigError(f"{name(field)} must be >= 0, got {getattr(self, field)}")
         if self.tokenizer not in TOKENIZER_KINDS:
-            raise ConfigError(f"unknown tokenizer {self.tokenizer!r} (--tokenizer); choose one of {', '.join(TOKENIZER_KINDS)}")
+            raise ConfigError(
+                f"unknown tokenizer {self.tokenizer!r} (--tokenizer); choose one of {', '.join(TOKENIZER_KINDS)}"
+            )
         if self.vocab_size is not None and self.tokenizer != "bpe":
             raise ConfigError(f"vocab_size (--vocab-size) applies to the bpe tokenizer only, not {self.tokenizer}")
         if self.dtype not in ("float32", "float64"):
             raise ConfigError(f"dtype (--dtype) must be float32 or float64, got {self.dtype!r}")
         if self.emb_dim % self.n_heads:
-            raise ConfigError(f"emb_dim (--emb-dim) {self.emb_dim} must be divisible by n_heads (--n-heads) {self.n_heads}")
+            raise ConfigError(
+                f"emb_dim (--emb-dim) {self.emb_dim} must be divisible by n_heads (--n-heads) {self.n_heads}"
+            )
         if self.steps is not None and self.epochs is not None:
             raise ConfigError("give --steps or --epochs, not both")
         if not isinstance(self.prompt, str) or not self.prompt:
@@ -125,7 +129,12 @@ def _loaders(text: str, tokenizer: Tokenizer, settings: LMSettings) -> tuple[Dat
     """The book's loaders: 90% of the text for training (shuffled, drop_last), 10% for validation."""
     train_text, val_text = split_train_val(text, 0.9)
     stride = settings.stride or settings.context_length
-    common = {"max_length": settings.context_length, "stride": stride, "tokenizer": tokenizer, "seed": settings.seed}
+    common: dict[str, Any] = {
+        "max_length": settings.context_length,
+        "stride": stride,
+        "tokenizer": tokenizer,
+        "seed": settings.seed,
+    }
     train_loader = create_dataloader_v1(train_text, settings.batch_size, shuffle=True, drop_last=True, **common)
     val_loader = create_dataloader_v1(val_text, settings.batch_size, shuffle=False, drop_last=False, **common)
     window = settings.context_length + 1
@@ -150,7 +159,9 @@ def _resume_settings(saved: Any, given: dict[str, Any], path: str) -> LMSettings
             raise KeyError("task")
         stored = dict(run["settings"])
     except (KeyError, TypeError, AttributeError):
-        raise CheckpointError(f"{path!r} is not a checkpoint of a language-model run (npattn train --task lm)") from None
+        raise CheckpointError(
+            f"{path!r} is not a checkpoint of a language-model run (npattn train --task lm)"
+        ) from None
     clash = {k: (v, stored.get(k)) for k, v in given.items() if k not in RESUMABLE and stored.get(k) != v}
     if clash:
         raise ConfigError(
@@ -219,6 +230,7 @@ def run_lm(
     run = {"task": "lm", "settings": dataclasses.asdict(settings), "text_sha256": text_sha256, "text_chars": len(text)}
 
     def write(hist: LMHistory) -> None:
+        assert save is not None
         state = {
             "run": run,
             "tokenizer": json.dumps(tokenizer.to_dict()),
@@ -313,8 +325,8 @@ def _print_header(
     )
     print(
         f"model: GPTModel(vocab {tokenizer.vocab_size}, context {settings.context_length}, emb {settings.emb_dim}, "
-        f"{settings.n_heads} heads, {settings.n_layers} layers, dropout {settings.drop_rate}), {n_params:,} parameters, "
-        f"{settings.dtype}, seed {settings.seed}",
+        f"{settings.n_heads} heads, {settings.n_layers} layers, dropout {settings.drop_rate}), "
+        f"{n_params:,} parameters, {settings.dtype}, seed {settings.seed}",
         file=out,
     )
     print(

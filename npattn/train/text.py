@@ -11,7 +11,8 @@
 - ``DataLoader(dataset, batch_size, shuffle, drop_last, seed=...)``: batches of (input, target),
   each (batch_size, max_length) int64. With ``shuffle`` the order of epoch e is a permutation drawn
   from ``numpy.random.default_rng([seed, e])``: it depends only on the seed and the epoch, so a
-  resumed run sees the same batches (``set_epoch(e)`` chooses the epoch a loop iterates). ``create_dataloader_v1`` is the book's function.
+  resumed run sees the same batches (``set_epoch(e)`` chooses the epoch a loop iterates).
+  ``create_dataloader_v1`` is the book's function.
 """
 
 from __future__ import annotations

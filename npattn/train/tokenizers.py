@@ -23,6 +23,7 @@ back with the tokenizer it was trained with). ``tokenizer_from_dict`` rebuilds o
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import os
 import re
@@ -37,10 +38,10 @@ from npattn._checks import check_positive_int
 from npattn.errors import CheckpointError, ConfigError
 
 __all__ = [
+    "TOKENIZER_KINDS",
     "BPETokenizer",
     "CharTokenizer",
     "GPT2Tokenizer",
-    "TOKENIZER_KINDS",
     "Tokenizer",
     "gpt2_tokenizer",
     "load_tokenizer",
@@ -161,7 +162,7 @@ class CharTokenizer:
 
 
 def _pair_counts(word: list[int]) -> Counter[tuple[int, int]]:
-    return Counter(zip(word, word[1:]))
+    return Counter(itertools.pairwise(word))
 
 
 def _merge(word: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
@@ -276,7 +277,7 @@ class BPETokenizer:
             return ids
         ids = list(piece.encode("utf-8", "surrogatepass"))
         while len(ids) > 1:
-            pair = min(zip(ids, ids[1:]), key=lambda p: self.ranks.get(p, 1 << 62))
+            pair = min(itertools.pairwise(ids), key=lambda p: self.ranks.get(p, 1 << 62))
             if pair not in self.ranks:
                 break
             ids = _merge(ids, pair, self.ranks[pair])

@@ -6,9 +6,9 @@ import io
 
 import numpy as np
 import pytest
+from npattn.module import Module, Parameter
 
 from npattn.errors import ConfigError, TrainingError
-from npattn.module import Module, Parameter
 from npattn.optim import AdamW
 from npattn.train.lm import LMHistory, calc_loss_batch, calc_loss_loader, evaluate_model, train_lm
 from npattn.train.text import DataLoader, GPTDatasetV1, create_dataloader_v1
@@ -40,7 +40,9 @@ class Bigram(Module):
 def data():
     tok = CharTokenizer.train(TEXT)
     train = create_dataloader_v1(TEXT[:125], batch_size=4, max_length=8, stride=8, tokenizer=tok, seed=1)
-    val = create_dataloader_v1(TEXT[500:], batch_size=4, max_length=8, stride=8, shuffle=False, drop_last=False, tokenizer=tok)
+    val = create_dataloader_v1(
+        TEXT[500:], batch_size=4, max_length=8, stride=8, shuffle=False, drop_last=False, tokenizer=tok
+    )
     return tok, train, val
 
 
@@ -84,8 +86,8 @@ def _run(data, **kwargs):
 
 
 def test_train_lm_follows_the_book(data) -> None:
-    tok, train, _ = data
-    model, _, history, printed = _run(data)
+    _tok, train, _ = data
+    _model, _, history, printed = _run(data)
     steps = 3 * len(train)  # 15 windows of 8 tokens in batches of 4: 3 steps per epoch
     assert len(train) == 3 and history.global_step == steps - 1
     assert history.eval_steps == [0, 4, 8]  # the book: global_step % eval_freq == 0
@@ -114,8 +116,20 @@ def test_resume_continues_exactly(data) -> None:
     again.load_state_dict(state[0])
     opt = AdamW(again.parameters(), lr=0.05, weight_decay=0.1)
     opt.load_state_dict(state[1])
-    history = train_lm(again, train, val, opt, 3, 4, 2, "the ", tok, out=None, sample_tokens=10,
-                       history=LMHistory.from_state_dict(state[2]))
+    history = train_lm(
+        again,
+        train,
+        val,
+        opt,
+        3,
+        4,
+        2,
+        "the ",
+        tok,
+        out=None,
+        sample_tokens=10,
+        history=LMHistory.from_state_dict(state[2]),
+    )
     assert np.array_equal(again.table.data, straight.table.data)
     # the cut run ended with an evaluation of its own (after step 3); the others are the straight run's
     assert history.eval_steps == [0, 3, 4, 8]

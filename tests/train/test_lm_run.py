@@ -85,7 +85,9 @@ def test_short_text_and_bad_paths(tmp_path, text_file) -> None:
     with pytest.raises(ConfigError, match=r"the training text \(45 tokens\) gives no batch of 4 windows of "):
         run_lm({**TINY, "text": str(short)}, out=None)
     short.write_text("tiny text " * 10)
-    with pytest.raises(ConfigError, match=r"the validation text \(the last 10%: 10 tokens\) is shorter than one window"):
+    with pytest.raises(
+        ConfigError, match=r"the validation text \(the last 10%: 10 tokens\) is shorter than one window"
+    ):
         run_lm({**TINY, "text": str(short)}, out=None)
     with pytest.raises(ConfigError, match=r"--save: a training checkpoint is an \.npz file"):
         run_lm({**TINY, "text": text_file}, save=tmp_path / "x.safetensors", out=None)
@@ -100,8 +102,28 @@ def _cli(*args: str) -> list[str]:
 
 def test_cli_trains_saves_resumes_and_plots(capsys, tmp_path, text_file) -> None:
     ck = tmp_path / "lm.npz"
-    small = ["--text", text_file, "--tokenizer", "char", "--context-length", "16", "--emb-dim", "16", "--n-heads", "2",
-             "--n-layers", "1", "--batch-size", "4", "--eval-every", "10", "--eval-iter", "2", "--sample-tokens", "8"]
+    small = [
+        "--text",
+        text_file,
+        "--tokenizer",
+        "char",
+        "--context-length",
+        "16",
+        "--emb-dim",
+        "16",
+        "--n-heads",
+        "2",
+        "--n-layers",
+        "1",
+        "--batch-size",
+        "4",
+        "--eval-every",
+        "10",
+        "--eval-iter",
+        "2",
+        "--sample-tokens",
+        "8",
+    ]
     assert main(_cli(*small, "--steps", "20", "--save", str(ck))) == 0
     out = capsys.readouterr().out
     assert "Ep 1 (before training): Train loss" in out and "Ep 1 (Step 000010): Train loss" in out
@@ -110,7 +132,10 @@ def test_cli_trains_saves_resumes_and_plots(capsys, tmp_path, text_file) -> None
     assert main(["train", "--resume", str(ck), "--steps", "30", "--text", text_file]) == 0
     assert "Ep 1 (Step 000029)" in capsys.readouterr().out
     pytest.importorskip("matplotlib")
-    assert main(["train", "--resume", str(ck), "--steps", "30", "--text", text_file, "--plot", str(tmp_path / "c.png")]) == 0
+    assert (
+        main(["train", "--resume", str(ck), "--steps", "30", "--text", text_file, "--plot", str(tmp_path / "c.png")])
+        == 0
+    )
     assert (tmp_path / "c.png").stat().st_size > 1000
 
 
@@ -125,7 +150,10 @@ def test_cli_trains_saves_resumes_and_plots(capsys, tmp_path, text_file) -> None
         (_cli("--log-every", "5"), "--log-every is for the attention tasks"),
         (_cli("--steps", "-1"), "steps (--steps) must be an integer >= 0, got -1"),
         (_cli("--drop-rate", "1.5"), "drop_rate (--drop-rate) must lie in [0, 1), got 1.5"),
-        (["train", "--task", "selective-copy", "--text", "x.txt", "--emb-dim", "8"], "--text, --emb-dim: only for --task lm"),
+        (
+            ["train", "--task", "selective-copy", "--text", "x.txt", "--emb-dim", "8"],
+            "--text, --emb-dim: only for --task lm",
+        ),
     ],
 )
 def test_cli_errors_are_one_line(capsys, args, message) -> None:

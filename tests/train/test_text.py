@@ -32,7 +32,7 @@ def test_read_text(tmp_path) -> None:
     path.write_bytes(b"")
     with pytest.raises(ConfigError, match="is empty"):
         read_text(path)
-    with pytest.raises(ConfigError, match="cannot read the text file .*missing.txt'"):
+    with pytest.raises(ConfigError, match=r"cannot read the text file .*missing\.txt'"):
         read_text(tmp_path / "missing.txt")
     with pytest.raises(ConfigError, match="cannot read the text file"):
         read_text(tmp_path)
@@ -56,7 +56,9 @@ def _book_windows(token_ids: list[int], max_length: int, stride: int) -> tuple[l
     return input_ids, target_ids
 
 
-@pytest.mark.parametrize(("n", "max_length", "stride"), [(20, 4, 1), (20, 4, 4), (21, 4, 3), (5, 4, 1), (4, 4, 1), (0, 3, 2)])
+@pytest.mark.parametrize(
+    ("n", "max_length", "stride"), [(20, 4, 1), (20, 4, 4), (21, 4, 3), (5, 4, 1), (4, 4, 1), (0, 3, 2)]
+)
 def test_windows_are_the_books(n: int, max_length: int, stride: int) -> None:
     ids = list(range(100, 100 + n))
     data = GPTDatasetV1(None, None, max_length, stride, token_ids=ids)

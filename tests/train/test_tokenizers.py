@@ -116,7 +116,9 @@ def test_decode_rejects_bad_ids(kind: str) -> None:
     tok = T.train_tokenizer(kind, "hello world")
     with pytest.raises(ConfigError, match=r"token id -1 is outside the vocabulary"):
         tok.decode([-1])
-    with pytest.raises(ConfigError, match=rf"token id {tok.vocab_size} is outside the vocabulary \[0, {tok.vocab_size}\)"):
+    with pytest.raises(
+        ConfigError, match=rf"token id {tok.vocab_size} is outside the vocabulary \[0, {tok.vocab_size}\)"
+    ):
         tok.decode([0, tok.vocab_size])
     with pytest.raises(ConfigError, match="flat sequence of integers"):
         tok.decode([[0, 1]])
@@ -212,7 +214,10 @@ def test_gpt2_needs_cached_files_and_never_downloads(monkeypatch, tmp_path) -> N
     with pytest.raises(ConfigError, match=r"files \(vocab.bpe, encoder.json\) are not in its cache .*never downloads"):
         T.gpt2_tokenizer()
     assert calls == []  # tiktoken was not asked (it would download)
-    for url in ("az://openaipublic/gpt-2/encodings/main/vocab.bpe", "az://openaipublic/gpt-2/encodings/main/encoder.json"):
+    for url in (
+        "az://openaipublic/gpt-2/encodings/main/vocab.bpe",
+        "az://openaipublic/gpt-2/encodings/main/encoder.json",
+    ):
         (tmp_path / hashlib.sha1(url.encode()).hexdigest()).write_text("cached")
     tok = T.gpt2_tokenizer()
     assert calls == ["gpt2"] and tok.vocab_size == 50257
