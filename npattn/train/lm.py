@@ -117,14 +117,15 @@ def generate_and_print_sample(
     **sampling: Any,
 ) -> str:
     """The book's sample: ``start_context`` continued by ``max_new_tokens`` greedy tokens (or with
-    ``temperature``/``top_k``/``rng`` passed on to ``generate``), newlines shown as spaces."""
+    ``temperature``/``top_k``/``rng`` passed on to ``generate``), printed on one line (newlines,
+    tabs and other unprintable characters shown as spaces); returns the text as generated."""
     model.eval()
     context_size = model.pos_emb.weight.shape[0]
     encoded = text_to_token_ids(start_context, tokenizer)
     token_ids = generate(model, encoded, max_new_tokens, context_size, **sampling)
     decoded_text = token_ids_to_text(token_ids, tokenizer)
-    if out is not None:
-        print(decoded_text.replace("\n", " "), file=out)
+    if out is not None:  # the book prints newlines as spaces; so are tabs and control bytes here
+        print("".join(c if c.isprintable() else " " for c in decoded_text), file=out)
     model.train()
     return decoded_text
 
