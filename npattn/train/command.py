@@ -210,7 +210,7 @@ def run_lm_command(args: Any, out: TextIO) -> int:
     rate = history.tokens_seen / history.seconds if history.seconds else float("nan")
     print(
         f"done: {history.global_step + 1} steps, {history.tokens_seen:,} tokens; {history.seconds:.1f} s in training "
-        f"steps ({rate:,.0f} tokens/s), {wall:.1f} s in all; train loss {history.train_losses[0]:.3f} -> "
+        f"steps ({rate:,.0f} tokens/s); this command took {wall:.1f} s; train loss {history.train_losses[0]:.3f} -> "
         f"{history.train_losses[-1]:.3f}, val loss {history.val_losses[0]:.3f} -> {history.val_losses[-1]:.3f}",
         file=out,
     )
