@@ -7,7 +7,8 @@ Layers, bottom to top (no import runs upward; tests/test_layout.py enforces it):
     kernels                  stages 2-5 three ways (reference, fused, tiled) and the dispatcher
     nn                       Parameter/Module, Linear/Dropout, losses, the chapter-3 classes
     optim, gradcheck         SGD/Adam/AdamW; finite-difference gradient checks
-    train                    the fit loop, L-BFGS, tasks, checkpoints
+    train                    the fit loop, L-BFGS, tasks, checkpoints; text, tokenizers and the
+                             chapter-5 loop that trains a GPT (train_lm)
     debug                    predict, trace, row checks, compare, diagnose, user-code checks
     cli                      the ``npattn`` command
 See docs/architecture.md.
@@ -78,7 +79,29 @@ from npattn.nn import (
     losses,
 )
 from npattn.random import TorchGenerator, default_generator, initial_seed, manual_seed, rand, randn, seed
-from npattn.train import History, fit, fit_lbfgs, load, load_metadata, save, tasks, train_task
+from npattn.train import (
+    BPETokenizer,
+    CharTokenizer,
+    GPTDatasetV1,
+    History,
+    LMHistory,
+    calc_loss_batch,
+    calc_loss_loader,
+    create_dataloader_v1,
+    default_corpus,
+    fit,
+    fit_lbfgs,
+    generate,
+    load,
+    load_metadata,
+    run_lm,
+    save,
+    tasks,
+    text_to_token_ids,
+    token_ids_to_text,
+    train_lm,
+    train_task,
+)
 
 _compat.register_old_paths()  # npattn 0.1's flat module paths (npattn.functional, ...) still import
 
@@ -89,8 +112,10 @@ __all__ = [
     "CATALOGUE",
     "GELU",
     "GPT_CONFIG_124M",
+    "BPETokenizer",
     "BackwardError",
     "CausalAttention",
+    "CharTokenizer",
     "CheckReport",
     "CheckpointError",
     "Comparison",
@@ -101,11 +126,13 @@ __all__ = [
     "Dropout",
     "Embedding",
     "FeedForward",
+    "GPTDatasetV1",
     "GPTModel",
     "GradcheckError",
     "GradcheckReport",
     "History",
     "IncompatibleKeys",
+    "LMHistory",
     "LayerNorm",
     "Linear",
     "MSELoss",
@@ -133,18 +160,23 @@ __all__ = [
     "__version__",
     "book_batch",
     "book_inputs",
+    "calc_loss_batch",
+    "calc_loss_loader",
     "check_attention",
     "check_rows",
     "check_rows_of",
     "check_shapes",
     "compare",
+    "create_dataloader_v1",
     "debug",
+    "default_corpus",
     "default_generator",
     "diagnose",
     "fit",
     "fit_lbfgs",
     "functional",
     "fused",
+    "generate",
     "generate_text_simple",
     "gradcheck",
     "gradcheck_pipeline",
@@ -162,12 +194,16 @@ __all__ = [
     "rand",
     "randn",
     "random",
+    "run_lm",
     "save",
     "seed",
     "tasks",
+    "text_to_token_ids",
     "tiled",
+    "token_ids_to_text",
     "trace",
     "train",
+    "train_lm",
     "train_task",
     "weights_of",
 ]
