@@ -102,13 +102,6 @@ def _add_lm_options(group: argparse._ArgumentGroup) -> None:
     add("--plot", metavar="FILE.png", help="draw the loss curves (needs matplotlib)")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``npattn train: error: ...`` and exit code 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="npattn", description="Self-attention with hand-derived backprop in NumPy.")
     sub = parser.add_subparsers(dest="command")

@@ -445,9 +445,9 @@ def tokenizer_from_dict(state: Any) -> Tokenizer:
 
 def save_tokenizer(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
     """Write ``tokenizer.to_dict()`` as JSON to ``path`` (atomically: the old file or the new one)."""
-    from npattn.train.checkpoint import _atomic_write
+    from npattn.train.atomic import atomic_write
 
-    _atomic_write(os.fspath(path), json.dumps(tokenizer.to_dict(), ensure_ascii=True).encode("ascii"))
+    atomic_write(path, json.dumps(tokenizer.to_dict(), ensure_ascii=True).encode("ascii"), what="tokenizer")
 
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
