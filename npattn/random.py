@@ -12,6 +12,7 @@ construction order from this single stream.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any, Union
 
 import numpy as np
@@ -40,11 +41,7 @@ class TorchGenerator:
 
     def manual_seed(self, seed: int) -> TorchGenerator:
         """Re-seed the stream (``torch.manual_seed``); returns self."""
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            raise ConfigError(f"seed must be an integer, got {seed!r}")
-        if not 0 <= int(seed) < 2**32:
-            raise ConfigError(f"seed must lie in [0, 2**32) like MT19937's, got {seed}")
-        self.seed = int(seed)
+        self.seed = _check_seed(seed)
         self._mt = np.random.RandomState(self.seed)
         return self
 
@@ -99,23 +96,45 @@ class TorchGenerator:
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore a state from :meth:`get_state`.
 
+        Everything is checked before anything changes, so a refused state leaves the stream as it was.
+
         Raises:
-            ConfigError: a key is missing, ``key`` is not 624 words or ``pos`` is outside [0, 624].
+            ConfigError: not a mapping; a key is missing; ``key`` is not 624 words in [0, 2**32), or
+                all zero (MT19937 would draw only zeros); ``seed`` is not a valid seed; ``pos`` is
+                outside [0, 624].
         """
+        if not isinstance(state, Mapping):
+            raise ConfigError(f"generator state must be the dict get_state returns, got {type(state).__name__}")
         missing = [k for k in ("seed", "key", "pos") if k not in state]
         if missing:
             raise ConfigError(f"generator state is missing {missing} (expected the dict get_state returns)")
         key = np.asarray(state["key"])
         if key.shape != (624,) or key.dtype.kind not in "iu":
             raise ConfigError(f"generator state key must be 624 integer words, got shape {key.shape} dtype {key.dtype}")
+        if key.min() < 0 or key.max() >= 2**32:
+            raise ConfigError(
+                f"generator state key words must lie in [0, 2**32) (uint32), got values from {key.min()} to {key.max()}"
+            )
+        if not key.any():
+            raise ConfigError("generator state key is all zeros: MT19937 would draw only zeros")
+        seed = _check_seed(state["seed"])
         pos = check_nonnegative_int(state["pos"], "generator state pos")
         if pos > 624:
             raise ConfigError(f"generator state pos must lie in [0, 624], got {pos}")
-        self.seed = int(state["seed"])
+        self.seed = seed
         self._mt.set_state(("MT19937", key.astype(np.uint32), pos, 0, 0.0))
 
     def __repr__(self) -> str:
         return f"TorchGenerator(seed={self.seed})"
+
+
+def _check_seed(seed: Any) -> int:
+    """``seed`` as int if it is an integer in [0, 2**32) (MT19937's seeds), else raise ConfigError."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ConfigError(f"seed must be an integer, got {seed!r}")
+    if not 0 <= int(seed) < 2**32:
+        raise ConfigError(f"seed must lie in [0, 2**32) like MT19937's, got {seed}")
+    return int(seed)
 
 
 def _fma_float32(a: np.ndarray, b: np.float32, c: np.float32) -> np.ndarray:
