@@ -27,6 +27,15 @@ Every attention class calls these two instead of ``functional.attention_forward`
 
 Inputs are (..., n, k), (..., m, k), (..., m, kv): one head (n, k), a batch (b, n, k) or heads
 (b, h, n, k). ``causal=True`` applies the book's mask (key j > query i masked).
+
+Every path gives the same numbers because every path computes in the same dtype,
+``compute_dtype``: the inputs' common dtype (ints and bools become float64, as in NumPy), but
+float32 for float16 (whose exp and row sums would keep three digits, and whose scores overflow
+at 65504), and float64 again when a float32 forward overflows (scores beyond 3.4e38 from finite
+inputs: the reference path would give NaN where the fast paths' scaled scores still fit). The
+output and the gradients come back in the inputs' dtypes. The cache holds private copies:
+editing queries, keys, values or the returned output before ``attention_backward`` cannot
+change the gradients.
 """
 
 from __future__ import annotations
@@ -36,13 +45,23 @@ from typing import Any
 
 import numpy as np
 
-from npattn.errors import ConfigError
+from npattn._checks import as_array, check_bool, check_positive_int
+from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.kernels.fused import fused_backward, fused_forward
 from npattn.kernels.tiled import tiled_backward, tiled_forward
 from npattn.nn import functional as F
 from npattn.nn.functional import Recorder
 
-__all__ = ["AUTO_SMALL", "AUTO_TILED_BYTES", "IMPLS", "attention", "attention_backward", "check_impl", "choose_impl"]
+__all__ = [
+    "AUTO_SMALL",
+    "AUTO_TILED_BYTES",
+    "IMPLS",
+    "attention",
+    "attention_backward",
+    "check_impl",
+    "choose_impl",
+    "compute_dtype",
+]
 
 IMPLS = ("auto", "reference", "fused", "tiled")
 AUTO_SMALL = 192 * 192
@@ -84,6 +103,35 @@ def choose_impl(
     return "fused"
 
 
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype stages 2-5 run in for inputs of ``dtype``: float32 for anything narrower, else ``dtype``."""
+    return np.dtype(np.float32) if dtype.itemsize < 4 else dtype
+
+
+def _operand(value: Any, name: str) -> np.ndarray:
+    """queries, keys or values as a real floating array of rank >= 2 (ints and bools -> float64)."""
+    arr = as_array(value, name)
+    if arr.ndim < 2:
+        raise ShapeError(f"{name}: expected an array of shape (..., n, k), got shape {arr.shape}")
+    return arr
+
+
+def _run(
+    chosen: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, mask: np.ndarray | None, **options: Any
+) -> tuple[np.ndarray, Any]:
+    """Stages 2 to 5 on the chosen path, in the inputs' (one) dtype."""
+    if chosen == "fused":
+        return fused_forward(q, k, v, causal=causal)
+    if chosen == "tiled":
+        blocks = {name: options[name] for name in ("block_q", "block_k") if options[name] is not None}
+        return tiled_forward(q, k, v, causal=causal, **blocks)
+    if causal:
+        mask = F.causal_mask(q.shape[-2], k.shape[-2])
+    return F.attention_forward(
+        q, k, v, mask=mask, dropout_keep=options["dropout_keep"], dropout_p=options["dropout_p"], record=options["record"]
+    )
+
+
 def attention(
     queries: np.ndarray,
     keys: np.ndarray,
@@ -103,36 +151,63 @@ def attention(
     ``mask`` (an explicit (n, m) bool mask, True = masked), ``dropout_keep`` and ``dropout_p`` are
     ``functional.attention_forward``'s and force the reference path (for the book's causal mask,
     pass ``causal=True`` instead: every path has it); ``block_q``/``block_k`` are the tiled
-    path's block sizes (None: its defaults).
+    path's block sizes (None: its defaults). Runs in ``compute_dtype`` (see the module docstring);
+    context_vec has the inputs' common dtype.
 
     Raises:
-        ConfigError: unknown ``impl`` or a bad block size.
-        ShapeError, DTypeError: inputs the chosen path cannot take (the fast paths need equal
-            leading axes and one float dtype; the reference path broadcasts).
+        ConfigError: unknown ``impl``, a bad block size, ``causal`` not a bool, both ``causal`` and ``mask``.
+        ShapeError, DTypeError: inputs that are not (..., n, k), (..., m, k), (..., m, kv) arrays of
+            real numbers, or that the chosen path cannot take (the fast paths need equal leading
+            axes; the reference path broadcasts); a ``mask`` that is not a bool array.
     """
-    if mask is not None and causal:
-        raise ConfigError("attention: pass either causal=True or a mask, not both")
-    fallback = dropout_keep is not None or mask is not None
-    chosen = choose_impl(impl, queries, keys, values, dropout=fallback, record=record)
-    if chosen == "fused":
-        out, cache = fused_forward(queries, keys, values, causal=causal)
-    elif chosen == "tiled":
-        blocks = {name: size for name, size in (("block_q", block_q), ("block_k", block_k)) if size is not None}
-        out, cache = tiled_forward(queries, keys, values, causal=causal, **blocks)
-    else:
+    causal = check_bool(causal, "causal")
+    arrays = [_operand(a, name) for a, name in ((queries, "queries"), (keys, "keys"), (values, "values"))]
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.dtype != bool:
+            raise DTypeError(f"mask must be a bool array (True = masked), got dtype {mask.dtype}")
         if causal:
-            mask = F.causal_mask(queries.shape[-2], keys.shape[-2])
-        out, cache = F.attention_forward(
-            queries, keys, values, mask=mask, dropout_keep=dropout_keep, dropout_p=dropout_p, record=record
-        )
-    return out, (chosen, cache)
+            raise ConfigError("attention: pass either causal=True or a mask, not both")
+    for name, size in (("block_q", block_q), ("block_k", block_k)):
+        if size is not None:
+            check_positive_int(size, name)
+    fallback = dropout_keep is not None or mask is not None
+    chosen = choose_impl(impl, *arrays, dropout=fallback, record=record)
+    options = {"dropout_keep": dropout_keep, "dropout_p": dropout_p, "block_q": block_q, "block_k": block_k}
+    dtypes = tuple(a.dtype for a in arrays)
+    dtype = np.result_type(*dtypes)
+    compute = compute_dtype(dtype)
+    # astype copies: the cache refers to these private arrays, never to the caller's.
+    out, inner = _run(chosen, *(a.astype(compute) for a in arrays), causal, mask, record=record, **options)
+    if compute.itemsize < 8 and not np.isfinite(out).all() and all(np.isfinite(a).all() for a in arrays):
+        # Finite inputs, non-finite output: the scores overflowed float32. Every path redoes it in float64.
+        compute = np.dtype(np.float64)
+        out, inner = _run(chosen, *(a.astype(compute) for a in arrays), causal, mask, record=None, **options)
+    # The fast paths' caches hold their output: the caller gets a copy of it.
+    out = out.astype(dtype, copy=chosen != "reference" or out.dtype != dtype)
+    return out, (chosen, inner, compute, dtypes, out.shape)
 
 
 def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Returns (d_queries, d_keys, d_values) with the backward of the path the forward ran."""
-    chosen, inner = cache
+    """Returns (d_queries, d_keys, d_values), in the forward inputs' dtypes, with the backward of
+    the path the forward ran.
+
+    Raises:
+        ConfigError: ``cache`` is not the one ``attention`` returned.
+        ShapeError, DTypeError: ``d_context_vec`` not an array of the forward output's shape.
+    """
+    if not (isinstance(cache, tuple) and len(cache) == 5 and cache[0] in IMPLS[1:]):
+        raise ConfigError(f"attention_backward: cache must be what attention() returned, got {type(cache).__name__}")
+    chosen, inner, compute, dtypes, out_shape = cache
+    d = as_array(d_context_vec, "d_context_vec")
+    if d.shape != out_shape:
+        raise ShapeError(f"attention_backward: expected a gradient of shape {out_shape} (the output's), got {d.shape}")
+    d = d.astype(compute, copy=False)
     if chosen == "fused":
-        return fused_backward(d_context_vec, inner)
-    if chosen == "tiled":
-        return tiled_backward(d_context_vec, inner)
-    return F.attention_backward(d_context_vec, inner)
+        grads = fused_backward(d, inner)
+    elif chosen == "tiled":
+        grads = tiled_backward(d, inner)
+    else:
+        grads = F.attention_backward(d, inner)
+    d_queries, d_keys, d_values = (g.astype(dt, copy=False) for g, dt in zip(grads, dtypes))
+    return d_queries, d_keys, d_values

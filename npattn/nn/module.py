@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from npattn._checks import as_array, check_float_dtype
-from npattn.errors import BackwardError, StateDictError
+from npattn._checks import as_array, check_bool, check_float_dtype
+from npattn.errors import BackwardError, ConfigError, DTypeError, StateDictError
 from npattn.nn.functional import Recorder
 
 __all__ = ["IncompatibleKeys", "Module", "ModuleList", "Parameter"]
@@ -25,6 +25,10 @@ __all__ = ["IncompatibleKeys", "Module", "ModuleList", "Parameter"]
 
 class Parameter:
     """A trainable array: ``.data`` (ndarray) and ``.grad`` (same shape and dtype, starts at zero).
+
+    ``.grad`` may be set to None (``backward`` then starts it from zeros, like PyTorch) or to an
+    array of the data's shape and dtype; ``backward`` refuses anything else before it changes any
+    gradient.
 
     Raises:
         DTypeError: data that is not real floating point (ints are converted to float64).
@@ -146,8 +150,10 @@ class Module:
 
     def register_buffer(self, name: str, tensor: np.ndarray, persistent: bool = True) -> None:
         """Register a non-trainable array (e.g. the causal ``mask``); in ``state_dict`` if persistent."""
+        if not isinstance(name, str) or not name or "." in name:
+            raise ConfigError(f"buffer name must be a non-empty string without '.', got {name!r}")
         if not isinstance(tensor, np.ndarray):
-            raise TypeError(f"buffer {name!r} must be an ndarray, got {type(tensor).__name__}")
+            raise DTypeError(f"buffer {name!r} must be an ndarray, got {type(tensor).__name__}")
         if name in self._parameters or name in self._modules:
             raise KeyError(f"attribute {name!r} already exists as a parameter or module")
         self._buffers[name] = tensor
@@ -213,8 +219,9 @@ class Module:
     # ------------------------------------------------------------------ modes, grads, dtype
     def train(self, mode: bool = True) -> Module:
         """Set ``.training`` on this module and every descendant; returns self."""
+        mode = check_bool(mode, "train mode")
         for module in self.modules():
-            object.__setattr__(module, "training", bool(mode))
+            object.__setattr__(module, "training", mode)
         return self
 
     def eval(self) -> Module:
@@ -222,9 +229,13 @@ class Module:
         return self.train(False)
 
     def zero_grad(self) -> None:
-        """Set every Parameter's ``.grad`` to zeros, in place (grads are never None in npattn)."""
+        """Set every Parameter's ``.grad`` to zeros: in place when it is a writeable array of the
+        parameter's shape and dtype, else (None, or anything else assigned to it) a new zeros array."""
         for param in self.parameters():
-            param.grad[...] = 0
+            if _grad_problem(param) is None and param.grad is not None:
+                param.grad[...] = 0
+            else:
+                param.grad = np.zeros_like(param.data)
 
     def to(self, dtype: Any) -> Module:
         """Convert parameters, their grads and floating buffers to ``dtype`` (float32/float64); returns self.
@@ -233,15 +244,24 @@ class Module:
             DTypeError: ``dtype`` is not a floating dtype.
         """
         dtype = check_float_dtype(dtype, "Module.to dtype")
-        for param in self.parameters():
-            grad = param.grad.astype(dtype)
+        floating = [(name, arr) for name, (_, _, arr) in self._state_targets().items() if arr.dtype.kind == "f"]
+        params = list(self.named_parameters())
+        too_large = [
+            problem
+            for name, arr in floating + [(f"{name}.grad", p.grad) for name, p in params if isinstance(p.grad, np.ndarray)]
+            if (problem := _nonfinite_problem(name, arr, dtype, only_overflow=True))
+        ]
+        if too_large:  # checked before anything is converted: a refused call changes nothing
+            raise DTypeError(f"Module.to({dtype}) would turn finite values into inf: " + " ".join(too_large))
+        for _, param in params:
+            grad = param.grad.astype(dtype) if isinstance(param.grad, np.ndarray) else None
             param.data = param.data.astype(dtype)
             param.grad = grad
         for module in self.modules():
             for name, buf in list(module._buffers.items()):
                 if buf.dtype.kind == "f":
                     setattr(module, name, buf.astype(dtype))
-            object.__setattr__(module, "_cache", None)
+            object.__setattr__(module, "_cache", _DISCARDED_BY_TO)
         return self
 
     def double(self) -> Module:
@@ -278,11 +298,13 @@ class Module:
         Raises:
             StateDictError: with ``strict``, missing or unexpected keys; always, shape mismatches,
                 non-numeric values, non-finite values in floating parameters, values that would
-                overflow the parameter's dtype (e.g. 1e300 into float32) and values other than 0/1
-                for bool buffers (all listed at once).
+                overflow the parameter's dtype (e.g. 1e300 into float32), values other than 0/1
+                for bool buffers and read-only parameter or buffer arrays (all listed at once).
+            ConfigError: ``strict`` not a bool.
         """
         if not isinstance(state_dict, Mapping):
             raise StateDictError(f"load_state_dict expects a mapping of name -> array, got {type(state_dict).__name__}")
+        strict = check_bool(strict, "strict")
         targets = self._state_targets()
         missing = [k for k in targets if k not in state_dict]
         unexpected = [k for k in state_dict if k not in targets]
@@ -299,6 +321,9 @@ class Module:
                 value = as_array(state_dict[key], key)
             except (TypeError, ValueError) as exc:
                 problems.append(f"bad value for {exc}")  # exc names the key
+                continue
+            if not target.flags.writeable:
+                problems.append(f"{key} is read-only in the current model (its array's flags.writeable is False).")
                 continue
             if value.shape != target.shape:
                 problems.append(
@@ -326,7 +351,7 @@ class Module:
         for target, value in ready:
             np.copyto(target, value, casting="unsafe")
         for module in self.modules():
-            object.__setattr__(module, "_cache", None)
+            object.__setattr__(module, "_cache", _DISCARDED_BY_LOAD)
         return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------ forward / backward
@@ -334,20 +359,55 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not implement forward()")
 
     def backward(self, grad_output: Any) -> Any:
-        """Gradient w.r.t. the last forward's input; accumulates into every Parameter's ``.grad``."""
+        """Gradient w.r.t. the last forward's input; accumulates into every Parameter's ``.grad``.
+
+        Runs ``_gradients`` (which changes nothing), then ``_accumulate``: every ``.grad`` is
+        checked before any is changed, so a backward that fails changes no gradient.
+
+        Raises:
+            BackwardError: no forward to differentiate; a ``.grad`` that is not None or a writeable
+                array of its parameter's shape and dtype (nothing accumulated).
+            ShapeError, DTypeError: ``grad_output`` of the wrong shape or kind.
+        """
+        dx, grads = self._gradients(grad_output)
+        self._accumulate(grads)
+        return dx
+
+    def _gradients(self, grad_output: Any) -> tuple[Any, list[tuple[Parameter, np.ndarray]]]:
+        """The gradient w.r.t. the input and ``[(parameter, its gradient), ...]``; changes nothing."""
         raise NotImplementedError(f"{type(self).__name__} does not implement backward()")
+
+    def _accumulate(self, grads: list[tuple[Parameter, np.ndarray]]) -> None:
+        """``param.grad += d`` for every pair, after checking every ``.grad`` (validate, then apply)."""
+        for param, d in grads:
+            problem = _grad_problem(param, d.shape)
+            if problem is not None:
+                raise BackwardError(self._describe_grad_problem(param, problem))
+        for param, d in grads:
+            if param.grad is None:
+                param.grad = np.zeros_like(param.data)
+            param.grad += d
+
+    def _describe_grad_problem(self, param: Parameter, problem: str) -> str:
+        name = next((n for n, p in self.named_parameters() if p is param), "a parameter")
+        return (
+            f"{type(self).__name__}.backward(): {name}.grad {problem}; no gradient was changed "
+            "(set it to None or to zeros of the parameter's shape and dtype, e.g. with zero_grad())"
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
     def _saved(self) -> Any:
         """The cache of the last forward; raises BackwardError if there was none."""
-        if self._cache is None:
+        cache = self._cache
+        if cache is None or isinstance(cache, str):
+            why = "called before forward()" if cache is None else f"called after {cache}, which discarded the last forward"
             raise BackwardError(
-                f"{type(self).__name__}.backward() called before forward(): run a forward pass first "
+                f"{type(self).__name__}.backward() {why}: run a forward pass first "
                 "(forward stores what backward needs)"
             )
-        return self._cache
+        return cache
 
     def _record(self) -> Recorder | None:
         """The stage recorder installed by ``npattn.trace`` (None when not tracing)."""
@@ -369,9 +429,38 @@ class Module:
         return head + "\n  " + "\n  ".join(lines) + "\n)"
 
 
-def _nonfinite_problem(key: str, value: np.ndarray, dtype: np.dtype) -> str:
+_DISCARDED_BY_LOAD = "load_state_dict()"
+_DISCARDED_BY_TO = "to()"
+"""What ``_cache`` holds after a call that discarded the last forward (``_saved`` names it)."""
+
+
+def _grad_problem(param: Parameter, shape: tuple[int, ...] | None = None) -> str | None:
+    """Why ``param.grad`` cannot take ``+= d`` for a d of ``shape`` (None if it can; None is fine)."""
+    grad, data = param.grad, param.data
+    if grad is None:
+        return None if shape is None or shape == data.shape else f"cannot take a gradient of shape {shape}"
+    if type(grad) is np.ndarray and grad.shape == data.shape and grad.dtype == data.dtype and grad.flags.writeable:
+        if shape is None or shape == data.shape:
+            return None
+        return (
+            f"has shape {data.shape} but the last forward's parameter had shape {shape} "
+            "(the parameter was replaced since; run forward again)"
+        )
+    if type(grad) is not np.ndarray:
+        return f"is a {type(grad).__name__}, expected None or an ndarray of shape {data.shape} and dtype {data.dtype}"
+    if grad.shape != data.shape or grad.dtype != data.dtype:
+        return (
+            f"has shape {grad.shape} and dtype {grad.dtype}, expected the parameter's shape {data.shape} "
+            f"and dtype {data.dtype}"
+        )
+    return "is read-only (its flags.writeable is False)"
+
+
+def _nonfinite_problem(key: str, value: np.ndarray, dtype: np.dtype, only_overflow: bool = False) -> str:
     """Why ``value`` cannot go into a floating parameter of ``dtype`` ("" if it can)."""
     bad = int(value.size - np.count_nonzero(np.isfinite(value)))
+    if bad and only_overflow:
+        return ""  # already non-finite: converting cannot make it worse
     if bad:
         return f"non-finite values in {key}: {bad} of {value.size} entries are NaN or inf."
     with np.errstate(over="ignore"):
