@@ -306,7 +306,7 @@ def gradcheck_stage(
         GradcheckError: a tensor failed and ``raise_exception`` is True; ``forward`` did not return
             ``(out, cache)`` or ``backward`` not one gradient per input.
         ConfigError: ``forward``/``backward`` not callable; ``inputs`` not a non-empty list or
-            tuple; an input with no elements; the settings ``gradcheck`` refuses.
+            tuple; an input or an output with no elements; the settings ``gradcheck`` refuses.
     """
     _check_settings(eps, atol, rtol, n_directions, seed, raise_exception=raise_exception, fast_mode=fast_mode)
     for role, fn in (("forward", forward), ("backward", backward)):
@@ -331,6 +331,11 @@ def gradcheck_stage(
     if not isinstance(result, tuple) or len(result) != 2:
         raise GradcheckError(f"gradcheck_stage: forward must return (out, cache), got {type(result).__name__}")
     out, cache = result
+    if np.size(out) == 0:
+        raise ConfigError(
+            f"gradcheck_stage: forward returned an output with no elements (shape {np.shape(out)}): "
+            "L = sum(out * G) is always 0, so no wrong gradient could fail the check"
+        )
     G = rng.standard_normal(np.shape(out))
     grads = backward(G, cache)
     if not isinstance(grads, (list, tuple)) or len(grads) != len(arrays):

@@ -108,8 +108,8 @@ class UserAttention:
     def prepare(self, weights: Mapping[str, np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
         """Build the attention (a class), load the (d_in, d_out) ``weights``; returns x -> output."""
         W = {n: np.asarray(weights[n]) for n in WEIGHT_NAMES}
-        if self.kind == "function":
-            return lambda x: to_numpy(self.target(x, W["W_query"], W["W_key"], W["W_value"]))
+        if self.kind == "function":  # copies: code that edits its arguments cannot change the reference
+            return lambda x: to_numpy(self.target(np.array(x), *(np.array(W[n]) for n in WEIGHT_NAMES)))
         obj = self.target
         if self.kind == "class":
             obj = self._construct(*W["W_query"].shape)
@@ -120,8 +120,9 @@ class UserAttention:
         if _is_torch(obj):
             import torch
 
-            return lambda x: to_numpy(obj(torch.from_numpy(np.ascontiguousarray(x))))
-        return lambda x: to_numpy(obj(x))
+            return lambda x: to_numpy(obj(torch.from_numpy(np.array(x))))
+        call = obj if callable(obj) else obj.forward  # a class with forward but no __call__
+        return lambda x: to_numpy(call(np.array(x)))
 
     def run(self, x: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
         """Run on x with the given (d_in, d_out) weights; returns the output as an ndarray."""
