@@ -1107,9 +1107,8 @@ def table_rows() -> list[str]:
         return text.replace("|", "\\|").replace("\n\t", "<br>").replace("\n", "<br>")
 
     rows = []
-    rows_in_docs = (
-        attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs() + chapter3_bad_inputs() + reliability_bad_inputs()
-    )
+    rows_in_docs = attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs() + chapter3_bad_inputs()
+    rows_in_docs += reliability_bad_inputs()
     for row in rows_in_docs:
         message = _message(row)
         rows.append(f"| `{cell(row.entry)}` | {cell(row.what)} | `{row.error.__name__}` | {cell(message)} |")

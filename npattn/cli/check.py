@@ -66,7 +66,8 @@ def _child(conn: Connection, spec: str) -> None:
 def _verdict(spec: str, passed: bool, output: np.ndarray, causal: bool) -> bool:
     """The parent's own check of the child's output against pristine weights (True = correct)."""
     x = book_batch() if causal else book_inputs()
-    ours = output.shape == (*x.shape[:-1], 2) and diagnose(x, book_weights(), output, causal=causal, catalogue=()).correct
+    ours = output.shape == (*x.shape[:-1], 2)
+    ours = ours and diagnose(x, book_weights(), output, causal=causal, catalogue=()).correct
     if ours != passed:
         raise ConfigError(
             f"{spec}: the report says {'correct' if passed else 'wrong'}, but the same check outside its process "
@@ -84,7 +85,7 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
     """
     timeout = parse_timeout(timeout)
     methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    context: Any = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     receive, send = context.Pipe(duplex=False)
     sys.stdout.flush()
     sys.stderr.flush()

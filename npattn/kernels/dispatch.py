@@ -117,9 +117,10 @@ def _operand(value: Any, name: str) -> np.ndarray:
 
 
 def _run(
-    chosen: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, mask: np.ndarray | None, **options: Any
+    chosen: str, arrays: list[np.ndarray], causal: bool, mask: np.ndarray | None, options: dict[str, Any]
 ) -> tuple[np.ndarray, Any]:
     """Stages 2 to 5 on the chosen path, in the inputs' (one) dtype."""
+    q, k, v = arrays
     if chosen == "fused":
         return fused_forward(q, k, v, causal=causal)
     if chosen == "tiled":
@@ -127,9 +128,8 @@ def _run(
         return tiled_forward(q, k, v, causal=causal, **blocks)
     if causal:
         mask = F.causal_mask(q.shape[-2], k.shape[-2])
-    return F.attention_forward(
-        q, k, v, mask=mask, dropout_keep=options["dropout_keep"], dropout_p=options["dropout_p"], record=options["record"]
-    )
+    dropout = {"dropout_keep": options["dropout_keep"], "dropout_p": options["dropout_p"]}
+    return F.attention_forward(q, k, v, mask=mask, record=options["record"], **dropout)
 
 
 def attention(
@@ -173,16 +173,18 @@ def attention(
             check_positive_int(size, name)
     fallback = dropout_keep is not None or mask is not None
     chosen = choose_impl(impl, *arrays, dropout=fallback, record=record)
-    options = {"dropout_keep": dropout_keep, "dropout_p": dropout_p, "block_q": block_q, "block_k": block_k}
+    options: dict[str, Any] = {
+        "dropout_keep": dropout_keep, "dropout_p": dropout_p, "block_q": block_q, "block_k": block_k, "record": record
+    }
     dtypes = tuple(a.dtype for a in arrays)
     dtype = np.result_type(*dtypes)
     compute = compute_dtype(dtype)
     # astype copies: the cache refers to these private arrays, never to the caller's.
-    out, inner = _run(chosen, *(a.astype(compute) for a in arrays), causal, mask, record=record, **options)
+    out, inner = _run(chosen, [a.astype(compute) for a in arrays], causal, mask, options)
     if compute.itemsize < 8 and not np.isfinite(out).all() and all(np.isfinite(a).all() for a in arrays):
         # Finite inputs, non-finite output: the scores overflowed float32. Every path redoes it in float64.
         compute = np.dtype(np.float64)
-        out, inner = _run(chosen, *(a.astype(compute) for a in arrays), causal, mask, record=None, **options)
+        out, inner = _run(chosen, [a.astype(compute) for a in arrays], causal, mask, {**options, "record": None})
     # The fast paths' caches hold their output: the caller gets a copy of it.
     out = out.astype(dtype, copy=chosen != "reference" or out.dtype != dtype)
     return out, (chosen, inner, compute, dtypes, out.shape)

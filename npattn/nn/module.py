@@ -246,9 +246,10 @@ class Module:
         dtype = check_float_dtype(dtype, "Module.to dtype")
         floating = [(name, arr) for name, (_, _, arr) in self._state_targets().items() if arr.dtype.kind == "f"]
         params = list(self.named_parameters())
+        grads = [(f"{name}.grad", p.grad) for name, p in params if isinstance(p.grad, np.ndarray)]
         too_large = [
             problem
-            for name, arr in floating + [(f"{name}.grad", p.grad) for name, p in params if isinstance(p.grad, np.ndarray)]
+            for name, arr in floating + grads
             if (problem := _nonfinite_problem(name, arr, dtype, only_overflow=True))
         ]
         if too_large:  # checked before anything is converted: a refused call changes nothing
@@ -402,7 +403,9 @@ class Module:
         """The cache of the last forward; raises BackwardError if there was none."""
         cache = self._cache
         if cache is None or isinstance(cache, str):
-            why = "called before forward()" if cache is None else f"called after {cache}, which discarded the last forward"
+            why = "called before forward()"
+            if cache is not None:
+                why = f"called after {cache}, which discarded the last forward"
             raise BackwardError(
                 f"{type(self).__name__}.backward() {why}: run a forward pass first "
                 "(forward stores what backward needs)"

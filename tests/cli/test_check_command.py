@@ -120,7 +120,10 @@ def test_code_that_hangs_is_stopped_after_the_timeout(hostile, capsys):
     assert "did not finish within 0.5 s" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("source", ["import sys\nsys.exit(3)\n", "while True:\n    pass\n", "raise KeyboardInterrupt\n"])
+AT_IMPORT = ["import sys\nsys.exit(3)\n", "while True:\n    pass\n", "raise KeyboardInterrupt\n"]
+
+
+@pytest.mark.parametrize("source", AT_IMPORT)
 def test_a_file_that_exits_hangs_or_interrupts_at_import(tmp_path, capsys, source):
     path = tmp_path / "at_import.py"
     path.write_text(source)
