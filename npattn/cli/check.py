@@ -109,7 +109,10 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
             ) from None
     finally:
         receive.close()
-        child.join(timeout=5)
+        child.join(timeout=1)
+        if child.is_alive():  # e.g. a thread the user's code started keeps the child running
+            child.kill()
+            child.join()
     if result[0] == "error":
         raise ConfigError(result[1])
     _, text, passed, output, causal = result

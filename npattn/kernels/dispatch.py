@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool, check_positive_int
+from npattn._checks import as_array, check_bool, check_positive_int, check_probability
 from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.kernels.fused import fused_backward, fused_forward
 from npattn.kernels.tiled import tiled_backward, tiled_forward
@@ -155,10 +155,11 @@ def attention(
     context_vec has the inputs' common dtype.
 
     Raises:
-        ConfigError: unknown ``impl``, a bad block size, ``causal`` not a bool, both ``causal`` and ``mask``.
+        ConfigError: unknown ``impl``, a bad block size, ``causal`` not a bool, both ``causal`` and
+            ``mask``, ``dropout_p`` outside [0, 1), ``record`` not callable.
         ShapeError, DTypeError: inputs that are not (..., n, k), (..., m, k), (..., m, kv) arrays of
             real numbers, or that the chosen path cannot take (the fast paths need equal leading
-            axes; the reference path broadcasts); a ``mask`` that is not a bool array.
+            axes; the reference path broadcasts); a ``mask`` or ``dropout_keep`` that is not a bool array.
     """
     causal = check_bool(causal, "causal")
     arrays = [_operand(a, name) for a, name in ((queries, "queries"), (keys, "keys"), (values, "values"))]
@@ -168,6 +169,13 @@ def attention(
             raise DTypeError(f"mask must be a bool array (True = masked), got dtype {mask.dtype}")
         if causal:
             raise ConfigError("attention: pass either causal=True or a mask, not both")
+    if dropout_keep is not None:
+        dropout_keep = np.asarray(dropout_keep)
+        if dropout_keep.dtype != bool:
+            raise DTypeError(f"dropout_keep must be a bool array (True = kept), got dtype {dropout_keep.dtype}")
+        check_probability(dropout_p, "dropout_p")
+    if record is not None and not callable(record):
+        raise ConfigError(f"record must be None or a function record(name, array), got {type(record).__name__}")
     for name, size in (("block_q", block_q), ("block_k", block_k)):
         if size is not None:
             check_positive_int(size, name)

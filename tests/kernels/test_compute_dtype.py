@@ -86,3 +86,22 @@ def test_float32_score_overflow_gives_the_same_answer_on_every_path(name):
         # dx was NaN on every path; at scores of 1e39 its rounding is not comparable across paths
         # (1e-5 * (1 + S) * scale, docs/errors.md), but it is finite.
         assert dx.dtype == np.float32 and np.isfinite(dx).all(), impl
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("where", ["queries", "keys", "values"])
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+def test_nan_and_inf_inputs_give_the_same_nan_pattern_on_every_path(causal, where, value):
+    """The tiled path skips causal blocks: a NaN value there must still make its column NaN (0 * NaN)."""
+    rng = np.random.default_rng(6)
+    arrays = dict(zip(["queries", "keys", "values"], _qkv(rng, np.float64)))
+    arrays[where][0, 30, 1] = value
+    outs = [
+        kernels.attention(*arrays.values(), causal=causal, impl=impl, **blocks)[0]
+        for impl, blocks in [("reference", {}), ("fused", {}), ("tiled", {"block_q": 8, "block_k": 8})]
+    ]
+    assert not np.isfinite(outs[0][0]).all() and np.isfinite(outs[0][1]).all()  # the other sequence is untouched
+    for out in outs[1:]:
+        np.testing.assert_array_equal(np.isnan(out), np.isnan(outs[0]))
+        np.testing.assert_array_equal(np.isinf(out), np.isinf(outs[0]))
