@@ -105,3 +105,22 @@ def test_nan_and_inf_inputs_give_the_same_nan_pattern_on_every_path(causal, wher
     for out in outs[1:]:
         np.testing.assert_array_equal(np.isnan(out), np.isnan(outs[0]))
         np.testing.assert_array_equal(np.isinf(out), np.isinf(outs[0]))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_non_finite_token_makes_the_same_entries_non_finite_on_every_path(causal, value):
+    x = np.random.default_rng(3).standard_normal((2, 30, 4))
+    x[0, 20, 1] = value
+    outs = []
+    for impl in PATHS:
+        if causal:
+            model: npattn.Module = npattn.MultiHeadAttention(4, 4, 64, 0.0, 2, rng=1, dtype=np.float64, impl=impl)
+        else:
+            model = npattn.SelfAttention_v1(4, 4, rng=1, dtype=np.float64, impl=impl)
+        outs.append(model(x))
+    assert not np.isfinite(outs[0][0]).any() and np.isfinite(outs[0][1]).all()
+    for out in outs[1:]:
+        np.testing.assert_array_equal(np.isfinite(out), np.isfinite(outs[0]))
+        np.testing.assert_allclose(out[1], outs[0][1], rtol=1e-12, atol=1e-12)
