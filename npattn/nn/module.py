@@ -48,7 +48,7 @@ class Parameter:
         arr = as_array(value, "Parameter data")
         self._data = arr
         grad = getattr(self, "grad", None)
-        if grad is None or grad.shape != arr.shape or grad.dtype != arr.dtype:
+        if not isinstance(grad, np.ndarray) or grad.shape != arr.shape or grad.dtype != arr.dtype:
             self.grad = np.zeros_like(arr)
 
     @property
