@@ -256,7 +256,8 @@ def check_attention(
         NpattnError: whatever the user's code raised, wrapped with its name and message.
     """
     if not isinstance(attention, (str, UserAttention)):
-        raise ConfigError(f"check_attention expects a 'FILE.py:NAME' spec or a UserAttention, got {type(attention).__name__}")
+        got = type(attention).__name__
+        raise ConfigError(f"check_attention expects a 'FILE.py:NAME' spec or a UserAttention, got {got}")
     user = load_attention(attention) if isinstance(attention, str) else attention
     W = book_weights() if weights is None else weights_of(weights)
     run = user.prepare(W)

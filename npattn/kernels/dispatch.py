@@ -145,6 +145,7 @@ def attention(
     record: Recorder | None = None,
     block_q: int | None = None,
     block_k: int | None = None,
+    copy: bool = True,
 ) -> tuple[np.ndarray, tuple]:
     """Stages 2 to 5: (..., n, k), (..., m, k), (..., m, kv) -> (context_vec (..., n, kv), cache).
 
@@ -152,7 +153,9 @@ def attention(
     ``functional.attention_forward``'s and force the reference path (for the book's causal mask,
     pass ``causal=True`` instead: every path has it); ``block_q``/``block_k`` are the tiled
     path's block sizes (None: its defaults). Runs in ``compute_dtype`` (see the module docstring);
-    context_vec has the inputs' common dtype.
+    context_vec has the inputs' common dtype. The cache keeps copies of queries, keys and values;
+    ``copy=False`` skips them when the caller will not edit those arrays before
+    ``attention_backward`` (the attention classes pass their own fresh projections).
 
     Raises:
         ConfigError: unknown ``impl``, a bad block size, ``causal`` not a bool, both ``causal`` and
@@ -161,8 +164,12 @@ def attention(
             real numbers, or that the chosen path cannot take (the fast paths need equal leading
             axes; the reference path broadcasts); a ``mask`` or ``dropout_keep`` that is not a bool array.
     """
-    causal = check_bool(causal, "causal")
-    arrays = [_operand(a, name) for a, name in ((queries, "queries"), (keys, "keys"), (values, "values"))]
+    if causal is not False and causal is not True:
+        causal = check_bool(causal, "causal")
+    arrays = [queries, keys, values]
+    for i, a in enumerate(arrays):  # the common case costs a few attribute reads; anything else is converted
+        if type(a) is not np.ndarray or a.ndim < 2 or a.dtype.kind != "f":
+            arrays[i] = _operand(a, ("queries", "keys", "values")[i])
     if mask is not None:
         mask = np.asarray(mask)
         if mask.dtype != bool:
@@ -176,20 +183,25 @@ def attention(
         check_probability(dropout_p, "dropout_p")
     if record is not None and not callable(record):
         raise ConfigError(f"record must be None or a function record(name, array), got {type(record).__name__}")
-    for name, size in (("block_q", block_q), ("block_k", block_k)):
-        if size is not None:
-            check_positive_int(size, name)
+    if block_q is not None:
+        check_positive_int(block_q, "block_q")
+    if block_k is not None:
+        check_positive_int(block_k, "block_k")
     fallback = dropout_keep is not None or mask is not None
     chosen = choose_impl(impl, *arrays, dropout=fallback, record=record)
     options: dict[str, Any] = {
         "dropout_keep": dropout_keep, "dropout_p": dropout_p, "block_q": block_q, "block_k": block_k, "record": record
     }
-    dtypes = tuple(a.dtype for a in arrays)
-    dtype = np.result_type(*dtypes)
-    compute = compute_dtype(dtype)
-    # astype copies: the cache refers to these private arrays, never to the caller's.
-    out, inner = _run(chosen, [a.astype(compute) for a in arrays], causal, mask, options)
-    if compute.itemsize < 8 and not np.isfinite(out).all() and all(np.isfinite(a).all() for a in arrays):
+    dtypes = (arrays[0].dtype, arrays[1].dtype, arrays[2].dtype)
+    dtype = dtypes[0] if dtypes[0] == dtypes[1] == dtypes[2] else np.result_type(*dtypes)
+    compute = dtype if dtype.itemsize >= 4 else np.dtype(np.float32)  # compute_dtype(dtype)
+    # With copy (the default), the cache refers to private arrays, never to the caller's.
+    out, inner = _run(
+        chosen, [a.astype(compute) if copy or a.dtype != compute else a for a in arrays], causal, mask, options
+    )
+    # A NaN or inf anywhere in out makes its sum non-finite (a sum that overflows only costs a redo).
+    overflowed = compute.itemsize < 8 and not math.isfinite(np.add.reduce(out, None))
+    if overflowed and all(np.isfinite(a).all() for a in arrays):
         # Finite inputs, non-finite output: the scores overflowed float32. Every path redoes it in float64.
         compute = np.dtype(np.float64)
         out, inner = _run(chosen, [a.astype(compute) for a in arrays], causal, mask, {**options, "record": None})
@@ -209,15 +221,20 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
     if not (isinstance(cache, tuple) and len(cache) == 5 and cache[0] in IMPLS[1:]):
         raise ConfigError(f"attention_backward: cache must be what attention() returned, got {type(cache).__name__}")
     chosen, inner, compute, dtypes, out_shape = cache
-    d = as_array(d_context_vec, "d_context_vec")
+    d = d_context_vec
+    if type(d) is not np.ndarray or d.dtype.kind != "f":
+        d = as_array(d, "d_context_vec")
     if d.shape != out_shape:
         raise ShapeError(f"attention_backward: expected a gradient of shape {out_shape} (the output's), got {d.shape}")
-    d = d.astype(compute, copy=False)
+    if d.dtype != compute:
+        d = d.astype(compute)
     if chosen == "fused":
         grads = fused_backward(d, inner)
     elif chosen == "tiled":
         grads = tiled_backward(d, inner)
     else:
         grads = F.attention_backward(d, inner)
-    d_queries, d_keys, d_values = (g.astype(dt, copy=False) for g, dt in zip(grads, dtypes))
+    d_queries, d_keys, d_values = grads
+    if compute != dtypes[0] or compute != dtypes[1] or compute != dtypes[2]:
+        d_queries, d_keys, d_values = (g.astype(dt, copy=False) for g, dt in zip(grads, dtypes))
     return d_queries, d_keys, d_values

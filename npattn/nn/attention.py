@@ -88,7 +88,10 @@ class SelfAttention_v1(Module):
             record("keys", keys)
             record("values", values)
         # Stages 2-5: scores, scale + softmax, weights, context.
-        context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
+        # copy=False: queries, keys, values are this forward's own arrays, never handed out.
+        context_vec, c_attention = kernels.attention(
+            queries, keys, values, impl=self.impl, record=record, copy=False
+        )
         self._cache = (c_query, c_key, c_value, c_attention, context_vec.shape)
         return context_vec
 
@@ -233,7 +236,10 @@ class SelfAttention_v2(_ProjectedAttention):
         record = self._record()
         queries, keys, values = self._project(x, record)
         # Stages 2-5: scores, scale + softmax, weights, context.
-        context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
+        # copy=False: queries, keys, values are this forward's own arrays, never handed out.
+        context_vec, c_attention = kernels.attention(
+            queries, keys, values, impl=self.impl, record=record, copy=False
+        )
         self._cache = (c_attention, context_vec.shape)
         return context_vec
 
@@ -290,7 +296,8 @@ class CausalAttention(_ProjectedAttention):
         b, n = x.shape[:2]
         # Stages 2-5: scores, causal mask + scale + softmax, dropout, context.
         context_vec, c_attention = kernels.attention(
-            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, n, n)), record=record
+            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, n, n)), record=record,
+            copy=False,  # this forward's own projections, never handed out
         )
         self._cache = (c_attention, context_vec.shape)
         return context_vec
@@ -440,7 +447,8 @@ class MultiHeadAttention(_ProjectedAttention):
         values, c_split_v = F.split_heads_forward(values, h)
         # Stages 2-5 in every head at once, scale 1/sqrt(head_dim).
         context_vec, c_attention = kernels.attention(
-            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, h, n, n)), record=record
+            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, h, n, n)), record=record,
+            copy=False,  # this forward's own projections, never handed out
         )
         # (b, num_heads, n, head_dim) -> (b, n, d_out), then the output projection.
         merged, c_merge = F.merge_heads_forward(context_vec)

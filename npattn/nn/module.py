@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool, check_float_dtype
+from npattn._checks import as_array, check_bool, check_float_dtype, grad_problem
 from npattn.errors import BackwardError, ConfigError, DTypeError, StateDictError
 from npattn.nn.functional import Recorder
 
@@ -232,10 +232,11 @@ class Module:
         """Set every Parameter's ``.grad`` to zeros: in place when it is a writeable array of the
         parameter's shape and dtype, else (None, or anything else assigned to it) a new zeros array."""
         for param in self.parameters():
-            if _grad_problem(param) is None and param.grad is not None:
-                param.grad[...] = 0
+            g, data = param.grad, param._data
+            if type(g) is np.ndarray and g.shape == data.shape and g.dtype == data.dtype and g.flags.writeable:
+                g[...] = 0
             else:
-                param.grad = np.zeros_like(param.data)
+                param.grad = np.zeros_like(data)
 
     def to(self, dtype: Any) -> Module:
         """Convert parameters, their grads and floating buffers to ``dtype`` (float32/float64); returns self.
@@ -381,7 +382,11 @@ class Module:
     def _accumulate(self, grads: list[tuple[Parameter, np.ndarray]]) -> None:
         """``param.grad += d`` for every pair, after checking every ``.grad`` (validate, then apply)."""
         for param, d in grads:
-            problem = _grad_problem(param, d.shape)
+            g, data = param.grad, param._data
+            if type(g) is np.ndarray and g.shape == d.shape == data.shape and g.dtype == data.dtype:
+                if g.flags.writeable:
+                    continue
+            problem = grad_problem(param.grad, param.data, d.shape)
             if problem is not None:
                 raise BackwardError(self._describe_grad_problem(param, problem))
         for param, d in grads:
@@ -435,28 +440,6 @@ class Module:
 _DISCARDED_BY_LOAD = "load_state_dict()"
 _DISCARDED_BY_TO = "to()"
 """What ``_cache`` holds after a call that discarded the last forward (``_saved`` names it)."""
-
-
-def _grad_problem(param: Parameter, shape: tuple[int, ...] | None = None) -> str | None:
-    """Why ``param.grad`` cannot take ``+= d`` for a d of ``shape`` (None if it can; None is fine)."""
-    grad, data = param.grad, param.data
-    if grad is None:
-        return None if shape is None or shape == data.shape else f"cannot take a gradient of shape {shape}"
-    if type(grad) is np.ndarray and grad.shape == data.shape and grad.dtype == data.dtype and grad.flags.writeable:
-        if shape is None or shape == data.shape:
-            return None
-        return (
-            f"has shape {data.shape} but the last forward's parameter had shape {shape} "
-            "(the parameter was replaced since; run forward again)"
-        )
-    if type(grad) is not np.ndarray:
-        return f"is a {type(grad).__name__}, expected None or an ndarray of shape {data.shape} and dtype {data.dtype}"
-    if grad.shape != data.shape or grad.dtype != data.dtype:
-        return (
-            f"has shape {grad.shape} and dtype {grad.dtype}, expected the parameter's shape {data.shape} "
-            f"and dtype {data.dtype}"
-        )
-    return "is read-only (its flags.writeable is False)"
 
 
 def _nonfinite_problem(key: str, value: np.ndarray, dtype: np.dtype, only_overflow: bool = False) -> str:
