@@ -15,7 +15,7 @@ See docs/architecture.md.
 
 import sys as _sys
 
-from npattn import debug, kernels, nn, optim, train
+from npattn import debug, kernels, nn, optim, random, train
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.debug import (
     CATALOGUE,
@@ -67,10 +67,11 @@ from npattn.nn import (
     Parameter,
     SelfAttention_v1,
     SelfAttention_v2,
+    Sequential,
     functional,
     losses,
 )
-from npattn.random import TorchGenerator
+from npattn.random import TorchGenerator, default_generator, initial_seed, manual_seed, rand, randn, seed
 from npattn.train import History, fit, fit_lbfgs, load, load_metadata, save, tasks, train_task
 
 # The flat module paths of npattn 0.1 stay importable (``from npattn.functional import ...``,
@@ -125,6 +126,7 @@ __all__ = [
     "RowCheck",
     "SelfAttention_v1",
     "SelfAttention_v2",
+    "Sequential",
     "ShapeCheck",
     "ShapeError",
     "ShapePrediction",
@@ -142,6 +144,7 @@ __all__ = [
     "check_shapes",
     "compare",
     "debug",
+    "default_generator",
     "diagnose",
     "fit",
     "fit_lbfgs",
@@ -150,15 +153,21 @@ __all__ = [
     "gradcheck",
     "gradcheck_pipeline",
     "gradcheck_stage",
+    "initial_seed",
     "kernels",
     "load",
     "load_metadata",
     "losses",
+    "manual_seed",
     "nn",
     "optim",
     "predict_shapes",
     "predict_shapes_for",
+    "rand",
+    "randn",
+    "random",
     "save",
+    "seed",
     "tasks",
     "tiled",
     "trace",

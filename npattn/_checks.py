@@ -28,6 +28,8 @@ __all__ = [
 def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.ndarray:
     """Convert ``value`` (ndarray or nested lists of numbers) to a real floating ndarray.
 
+    A PyTorch tensor (anything with ``detach``, ``cpu`` and ``numpy`` methods; torch is never
+    imported) is taken as ``tensor.detach().cpu().numpy()``, so one that requires grad works too.
     Integers and booleans are accepted like NumPy would and converted to ``dtype``
     (default float64 for non-float input; float input keeps its dtype when ``dtype`` is None).
 
@@ -36,6 +38,7 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
         DTypeError: complex, object, string or other non-numeric data.
     """
     if not isinstance(value, np.ndarray):
+        value = _from_tensor(value)
         try:
             arr = np.asarray(value)
         except ValueError as exc:  # ragged lists in NumPy >= 1.24
@@ -54,6 +57,13 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
     if arr.dtype.kind != "f":
         return arr.astype(np.float64)
     return arr
+
+
+def _from_tensor(value: Any) -> Any:
+    """``value.detach().cpu().numpy()`` for a torch tensor (duck-typed), else ``value`` unchanged."""
+    if all(callable(getattr(value, name, None)) for name in ("detach", "cpu", "numpy")):
+        return value.detach().cpu().numpy()
+    return value
 
 
 def as_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:

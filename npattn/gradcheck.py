@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from npattn import _html
 from npattn._checks import as_array, check_bool, check_finite, check_nonnegative_int, check_positive_int
 from npattn.errors import ConfigError, DTypeError, GradcheckError
 from npattn.nn.module import Module
@@ -98,6 +99,18 @@ class GradcheckReport:
         return "\n".join(rows)
 
     __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        """The table as HTML (Jupyter)."""
+        rows = [
+            [c.name, "x".join(map(str, c.shape)) + (" (dir)" if c.directional else ""), f"{c.max_abs_error:.3e}",
+             f"{c.max_rel_error:.3e}", f"{c.allowed:.2e}", "inf" if c.margin == float("inf") else f"{c.margin:.3g}x",
+             "ok" if c.passed else "FAIL"]
+            for c in self.checks
+        ]
+        header = ["tensor", "shape", "max abs err", "max rel err", "allowed", "margin", "result"]
+        verdict = f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {'PASSED' if self.passed else 'FAILED'}"
+        return _html.wrap(_html.table(header, rows, caption="gradient check"), text=verdict)
 
 
 def _compare(
@@ -269,6 +282,8 @@ def gradcheck(
 
     report = GradcheckReport(eps=eps, atol=atol, rtol=rtol)
     for name, param in model.named_parameters():
+        if param.grad is None:  # frozen: no gradient to check
+            continue
         analytical = param.grad.copy()
         check = _compare(name, param.data, analytical, loss, eps, atol, rtol, fast_mode, n_directions, rng)
         report.checks.append(check)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from attention_cases import ATTENTION_CASES, AttentionCase
+from training_bad_inputs import training_bad_inputs
 
 import npattn
 from npattn.nn import functional as F
@@ -215,7 +216,7 @@ def attention_bad_inputs(case: AttentionCase) -> list[BadInput]:
                 f"got {type(value).__name__}",
             )
         )
-    for value in [-1, 2**32]:
+    for value in [2**64, -(2**63) - 1]:
         rows.append(
             (
                 f"{name}(..., rng=)",
@@ -270,6 +271,20 @@ def library_bad_inputs() -> list[BadInput]:
         ),
         ("Module.to(dtype)", "not a dtype", lambda: sa(3, 2, rng=0).to("foo"), npattn.DTypeError, "got 'foo'"),
         ("Module.to(dtype)", "None", lambda: sa(3, 2, rng=0).to(None), npattn.DTypeError, "got None"),
+        (
+            "Module.to(device)",
+            "device 'cuda'",
+            lambda: npattn.SelfAttention_v1(3, 2, rng=0).to("cuda"),
+            npattn.ConfigError,
+            "npattn runs on the CPU only: Module.to accepts 'cpu' or a float dtype, got device 'cuda'",
+        ),
+        (
+            "Parameter(data, requires_grad)",
+            "requires_grad='yes'",
+            lambda: npattn.Parameter(np.zeros(2), requires_grad="yes"),
+            npattn.ConfigError,
+            "requires_grad must be",
+        ),
         (
             "Parameter(data)",
             "complex data",
@@ -448,8 +463,9 @@ def library_bad_inputs() -> list[BadInput]:
             npattn.ConfigError,
             "eps must be > 0",
         ),
-        ("TorchGenerator(seed)", "seed=-1", lambda: G(-1), npattn.ConfigError, "got -1"),
-        ("TorchGenerator(seed)", "seed=2**32", lambda: G(2**32), npattn.ConfigError, "[0, 2**32)"),
+        ("TorchGenerator(seed)", "seed=2**64", lambda: G(2**64), npattn.ConfigError, "[-2**63, 2**64)"),
+        ("TorchGenerator(seed)", "seed=-2**63 - 1", lambda: G(-(2**63) - 1), npattn.ConfigError, "got -92233720368"),
+        ("npattn.manual_seed(seed)", "seed=2**64", lambda: npattn.manual_seed(2**64), npattn.ConfigError, "2**64)"),
         ("TorchGenerator(seed)", "seed=1.0", lambda: G(1.0), npattn.ConfigError, "seed must be an integer, got 1.0"),
         ("TorchGenerator(seed)", "seed='1'", lambda: G("1"), npattn.ConfigError, "got '1'"),
         ("TorchGenerator(seed)", "seed=True", lambda: G(True), npattn.ConfigError, "got True"),
@@ -490,6 +506,41 @@ def library_bad_inputs() -> list[BadInput]:
             lambda: G(0).uniform((2,), float("nan"), 1.0),
             npattn.ConfigError,
             "low must be a finite number",
+        ),
+        (
+            "TorchGenerator.normal(...)",
+            "std=-1",
+            lambda: G(0).normal((3,), 0.0, -1.0),
+            npattn.ConfigError,
+            "normal expects std >= 0, got std=-1.0",
+        ),
+        (
+            "TorchGenerator.normal(...)",
+            "mean=inf",
+            lambda: G(0).normal((3,), float("inf")),
+            npattn.ConfigError,
+            "mean must be a finite number, got inf",
+        ),
+        (
+            "TorchGenerator.randn(*size)",
+            "dtype=float16",
+            lambda: G(0).randn(3, dtype=np.float16),
+            npattn.ConfigError,
+            "normal supports float32 and float64, got float16",
+        ),
+        (
+            "TorchGenerator.bernoulli(...)",
+            "p=1.5",
+            lambda: G(0).bernoulli((3,), 1.5),
+            npattn.ConfigError,
+            "bernoulli expects 0 <= p <= 1, got p=1.5",
+        ),
+        (
+            "TorchGenerator.bernoulli(...)",
+            "dtype='foo'",
+            lambda: G(0).bernoulli((3,), 0.5, dtype="foo"),
+            npattn.DTypeError,
+            "bernoulli dtype must be a NumPy dtype such as np.float32 or bool, got 'foo'",
         ),
         (
             "TorchGenerator.set_state(state)",
@@ -984,10 +1035,10 @@ def reliability_bad_inputs() -> list[BadInput]:
         ),
         (
             "TorchGenerator.set_state(state)",
-            "seed=-1",
-            lambda: G(1).set_state({**G(1).get_state(), "seed": -1}),
+            "seed=1.5",
+            lambda: G(1).set_state({**G(1).get_state(), "seed": 1.5}),
             npattn.ConfigError,
-            "seed must lie in [0, 2**32) like MT19937's, got -1",
+            "seed must be an integer, got 1.5",
         ),
         (
             "TorchGenerator.set_state(state)",
@@ -1072,11 +1123,17 @@ def reliability_bad_inputs() -> list[BadInput]:
     return [BadInput(*row) for row in rows]
 
 
+def training_rows() -> list[BadInput]:
+    """Optimizers, checkpoints and train_task (tests/training_bad_inputs.py)."""
+    return [BadInput(*row) for row in training_bad_inputs()]
+
+
 BAD_INPUTS = (
     [row for case in ATTENTION_CASES for row in attention_bad_inputs(case)]
     + library_bad_inputs()
     + chapter3_bad_inputs()
     + reliability_bad_inputs()
+    + training_rows()
 )
 
 
@@ -1108,7 +1165,7 @@ def table_rows() -> list[str]:
 
     rows = []
     rows_in_docs = attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs() + chapter3_bad_inputs()
-    rows_in_docs += reliability_bad_inputs()
+    rows_in_docs += reliability_bad_inputs() + training_rows()
     for row in rows_in_docs:
         message = _message(row)
         rows.append(f"| `{cell(row.entry)}` | {cell(row.what)} | `{row.error.__name__}` | {cell(message)} |")
@@ -1279,7 +1336,8 @@ def test_set_state_accepts_what_get_state_returns() -> None:
     a = npattn.TorchGenerator(9)
     a.rand(5)
     b = npattn.TorchGenerator(0)
-    b.set_state({key: (value.tolist() if key == "key" else np.int64(value)) for key, value in a.get_state().items()})
+    kinds = {"key": lambda v: v.tolist(), "seed": np.int64, "pos": np.int64, "normal_cache": np.float64}
+    b.set_state({key: kinds[key](value) for key, value in a.get_state().items()})
     np.testing.assert_array_equal(a.rand(4), b.rand(4))
 
 

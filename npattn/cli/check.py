@@ -6,9 +6,10 @@ stay untouched: ``npattn.debug.usercode`` hands the user copies), then sends the
 output. The parent waits at most ``timeout`` seconds and turns every way the child can end into
 one line and exit code 2: the user's code raised, called ``sys.exit``, raised
 ``KeyboardInterrupt``, ended the process (``os._exit``, a crash) or ran past the timeout (the
-child is killed). The verdict (exit code 0 or 1) is the parent's own: it compares the output with
-the reference computed from pristine weights in a process the user's code never ran in, so code
-that patches NumPy or npattn while it runs cannot certify itself.
+child is killed). The forward's verdict is the parent's own: it compares the output with the
+reference computed from pristine weights in a process the user's code never ran in, so code that
+patches NumPy or npattn while it runs cannot certify a wrong output (the backward and dropout
+checks run the user's code, so their verdicts come from the child).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from typing import Any, TextIO
 import numpy as np
 
 from npattn.book import book_batch, book_inputs
+from npattn.debug.backward import attention_reference
 from npattn.debug.diagnose import diagnose
-from npattn.debug.usercode import book_weights, check_attention
+from npattn.debug.usercode import book_weights, check_attention, multihead_weights
 from npattn.errors import ConfigError, NpattnError
 
 __all__ = ["DEFAULT_TIMEOUT", "parse_timeout", "run_check_isolated"]
@@ -48,11 +50,14 @@ def parse_timeout(text: Any) -> float:
 
 
 def _child(conn: Connection, spec: str) -> None:
-    """Run the check; send ("report", text, passed, output, causal) or ("error", one line)."""
+    """Run the check; send ("report", text, passed, forward correct, output, causal, num_heads) or
+    ("error", one line)."""
     result: tuple[Any, ...]
     try:
         report = check_attention(spec)
-        result = ("report", str(report) + "\n", report.passed, np.array(report.output, dtype=np.float64), report.causal)
+        output = np.array(report.output, dtype=np.float64)
+        forward_ok = report.diagnosis.correct
+        result = ("report", str(report) + "\n", report.passed, forward_ok, output, report.causal, report.num_heads)
     except NpattnError as exc:
         result = ("error", str(exc))
     except SystemExit as exc:
@@ -63,15 +68,22 @@ def _child(conn: Connection, spec: str) -> None:
     conn.close()
 
 
-def _verdict(spec: str, passed: bool, output: np.ndarray, causal: bool) -> bool:
+def _forward_verdict(spec: str, forward_ok: bool, output: np.ndarray, causal: bool, num_heads: int | None) -> bool:
     """The parent's own check of the child's output against pristine weights (True = correct)."""
     x = book_batch() if causal else book_inputs()
-    ours = output.shape == (*x.shape[:-1], 2)
-    ours = ours and diagnose(x, book_weights(), output, causal=causal, catalogue=()).correct
-    if ours != passed:
+    if num_heads:  # as usercode's multi-head diagnosis: the output as a whole
+        W = multihead_weights()
+        expected, _ = attention_reference(np.asarray(x, np.float64), W, causal=True, num_heads=num_heads)
+        ours = output.shape == expected.shape and bool(
+            np.all(np.abs(output - expected) <= 1e-5 + 1e-4 * float(np.max(np.abs(expected))))
+        )
+    else:
+        ours = output.shape == (*x.shape[:-1], 2)
+        ours = ours and diagnose(x, book_weights(), output, causal=causal, catalogue=()).correct
+    if ours != forward_ok:
         raise ConfigError(
-            f"{spec}: the report says {'correct' if passed else 'wrong'}, but the same check outside its process "
-            "says otherwise: the code changed NumPy or npattn while it ran; not certified"
+            f"{spec}: the report says its output is {'correct' if forward_ok else 'wrong'}, but the same check "
+            "outside its process says otherwise: the code changed NumPy or npattn while it ran; not certified"
         )
     return ours
 
@@ -115,7 +127,8 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
             child.join()
     if result[0] == "error":
         raise ConfigError(result[1])
-    _, text, passed, output, causal = result
-    correct = _verdict(spec, passed, output, causal)
+    _, text, passed, forward_ok, output, causal, num_heads = result
+    # The forward verdict is recomputed here; the backward and dropout checks need the user's code.
+    correct = _forward_verdict(spec, forward_ok, output, causal, num_heads) and passed
     print(text, end="", file=out or sys.stdout)
     return 0 if correct else 1

@@ -1,7 +1,9 @@
 """``npattn.nn``: the module system and the layers, named and laid out like ``torch.nn``.
 
     functional/     stage forward/backward pairs (the math, written once)
-    module.py       Parameter, Module, ModuleList
+    parameter.py    Parameter (a trainable array and its .grad)
+    module.py       Module, ModuleList (and Parameter, re-exported)
+    sequential.py   Sequential
     layers.py       Linear, Dropout
     losses.py       MSELoss, CrossEntropyLoss (and their functional pairs)
     attention.py    the chapter-3 classes: SelfAttention_v1/v2, CausalAttention,
@@ -19,6 +21,7 @@ from npattn.nn.attention import (
 from npattn.nn.layers import Dropout, Linear
 from npattn.nn.losses import CrossEntropyLoss, MSELoss
 from npattn.nn.module import IncompatibleKeys, Module, ModuleList, Parameter
+from npattn.nn.sequential import Sequential
 
 __all__ = [
     "CausalAttention",
@@ -34,5 +37,6 @@ __all__ = [
     "Parameter",
     "SelfAttention_v1",
     "SelfAttention_v2",
+    "Sequential",
     "functional",
 ]

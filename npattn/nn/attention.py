@@ -39,8 +39,12 @@ class SelfAttention_v1(Module):
     """Self-attention with three trainable (d_in, d_out) matrices (the book's section 3.4.2).
 
     ``W_query``, ``W_key`` and ``W_value`` start uniform on [0, 1), drawn in that order like the
-    book's ``torch.rand(d_in, d_out)``: ``rng=123`` (or ``TorchGenerator(123)``) gives the book's
-    numbers. Values are drawn in float32 and then cast to ``dtype``.
+    book's ``torch.rand(d_in, d_out)``, in float32 and then cast to ``dtype``. ``rng`` (every class
+    here takes it): None, the default, continues ``npattn.default_generator`` like a torch module
+    does, so ``npattn.manual_seed(123); SelfAttention_v1(3, 2)`` gives the book's numbers and a
+    module built next continues the same stream; an int is a fresh ``TorchGenerator(int)``
+    (``rng=123``: the seed, then this one module); a TorchGenerator or a NumPy Generator is used
+    as it is.
 
     ``impl`` picks how stages 2-5 run ("auto", "reference", "fused", "tiled"; see
     ``npattn.kernels``); every choice gives the same numbers to rounding. While ``trace`` records,

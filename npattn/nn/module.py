@@ -3,7 +3,8 @@
 A Module registers every Parameter, buffer and sub-Module assigned to it as an attribute, in
 assignment order, and offers ``parameters``, ``named_parameters`` (dotted names such as
 ``heads.0.W_query.weight``), ``state_dict``/``load_state_dict``, ``train``/``eval``,
-``zero_grad``, ``to(dtype)`` and ``__call__ -> forward``. Unlike PyTorch there is no autograd:
+``zero_grad``, ``requires_grad_``, ``to(dtype)``/``to("cpu")`` and ``__call__ -> forward``
+(``Sequential`` lives in :mod:`npattn.nn.sequential`). Unlike PyTorch there is no autograd:
 each Module implements ``backward(grad_output)`` by hand, which returns the gradient with
 respect to the input and *accumulates* into every Parameter's ``.grad``.
 """
@@ -19,66 +20,9 @@ import numpy as np
 from npattn._checks import as_array, check_bool, check_float_dtype, grad_problem
 from npattn.errors import BackwardError, ConfigError, DTypeError, StateDictError
 from npattn.nn.functional import Recorder
+from npattn.nn.parameter import Parameter
 
 __all__ = ["IncompatibleKeys", "Module", "ModuleList", "Parameter"]
-
-
-class Parameter:
-    """A trainable array: ``.data`` (ndarray) and ``.grad`` (same shape and dtype, starts at zero).
-
-    ``.grad`` may be set to None (``backward`` then starts it from zeros, like PyTorch) or to an
-    array of the data's shape and dtype; ``backward`` refuses anything else before it changes any
-    gradient.
-
-    Raises:
-        DTypeError: data that is not real floating point (ints are converted to float64).
-    """
-
-    def __init__(self, data: Any, requires_grad: bool = True) -> None:
-        self.requires_grad = requires_grad
-        self.data = data
-
-    @property
-    def data(self) -> np.ndarray:
-        """The values, an ndarray; assigning a new array of another shape or dtype resets ``grad``."""
-        return self._data
-
-    @data.setter
-    def data(self, value: Any) -> None:
-        arr = as_array(value, "Parameter data")
-        self._data = arr
-        grad = getattr(self, "grad", None)
-        if not isinstance(grad, np.ndarray) or grad.shape != arr.shape or grad.dtype != arr.dtype:
-            self.grad = np.zeros_like(arr)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._data.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._data.dtype
-
-    @property
-    def ndim(self) -> int:
-        return self._data.ndim
-
-    @property
-    def size(self) -> int:
-        return self._data.size
-
-    def numpy(self) -> np.ndarray:
-        """The data array itself (not a copy), like ``tensor.detach().numpy()``."""
-        return self._data
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        if dtype is None:
-            return self._data if not copy else self._data.copy()
-        return self._data.astype(dtype)
-
-    def __repr__(self) -> str:
-        body = np.array2string(self._data, precision=4, suppress_small=True)
-        return f"Parameter(shape={self.shape}, dtype={self.dtype}):\n{body}"
 
 
 class IncompatibleKeys(NamedTuple):
@@ -229,22 +173,41 @@ class Module:
         return self.train(False)
 
     def zero_grad(self) -> None:
-        """Set every Parameter's ``.grad`` to zeros: in place when it is a writeable array of the
-        parameter's shape and dtype, else (None, or anything else assigned to it) a new zeros array."""
+        """Set every trainable Parameter's ``.grad`` to zeros: in place when it is a writeable array
+        of the parameter's shape and dtype, a new zeros array when it is anything else; a ``.grad``
+        of None stays None (a frozen Parameter's, or one set to None, which backward starts from zeros)."""
         for param in self.parameters():
             g, data = param.grad, param._data
+            if g is None:
+                continue
             if type(g) is np.ndarray and g.shape == data.shape and g.dtype == data.dtype and g.flags.writeable:
                 g[...] = 0
             else:
                 param.grad = np.zeros_like(data)
 
-    def to(self, dtype: Any) -> Module:
-        """Convert parameters, their grads and floating buffers to ``dtype`` (float32/float64); returns self.
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Freeze (False) or unfreeze (True) every Parameter (``Module.requires_grad_``); returns self."""
+        for param in self.parameters():
+            param.requires_grad = requires_grad
+        return self
+
+    def to(self, dtype_or_device: Any) -> Module:
+        """Convert parameters, their grads and floating buffers to a dtype (float32/float64), or
+        accept the device ``"cpu"`` (``torch.device("cpu")`` too): npattn runs on the CPU, so that
+        changes nothing. Returns self.
 
         Raises:
-            DTypeError: ``dtype`` is not a floating dtype.
+            DTypeError: not a floating dtype (nor a device).
+            ConfigError: a device other than the CPU ("cuda", "mps", ...).
         """
-        dtype = check_float_dtype(dtype, "Module.to dtype")
+        device = _device_name(dtype_or_device)
+        if device is not None:
+            if device.split(":")[0] != "cpu":
+                raise ConfigError(
+                    f"npattn runs on the CPU only: Module.to accepts 'cpu' or a float dtype, got device {device!r}"
+                )
+            return self
+        dtype = check_float_dtype(dtype_or_device, "Module.to dtype")
         floating = [(name, arr) for name, (_, _, arr) in self._state_targets().items() if arr.dtype.kind == "f"]
         params = list(self.named_parameters())
         grads = [(f"{name}.grad", p.grad) for name, p in params if isinstance(p.grad, np.ndarray)]
@@ -386,13 +349,15 @@ class Module:
             if type(g) is np.ndarray and g.shape == d.shape == data.shape and g.dtype == data.dtype:
                 if g.flags.writeable:
                     continue
+            if not param._requires_grad:
+                continue  # frozen: nothing is accumulated
             problem = grad_problem(param.grad, param.data, d.shape)
             if problem is not None:
                 raise BackwardError(self._describe_grad_problem(param, problem))
         for param, d in grads:
-            if param.grad is None:
+            if param.grad is None and param._requires_grad:
                 param.grad = np.zeros_like(param.data)
-            param.grad += d
+            param.accumulate_grad(d)
 
     def _describe_grad_problem(self, param: Parameter, problem: str) -> str:
         name = next((n for n, p in self.named_parameters() if p is param), "a parameter")
@@ -440,6 +405,20 @@ class Module:
 _DISCARDED_BY_LOAD = "load_state_dict()"
 _DISCARDED_BY_TO = "to()"
 """What ``_cache`` holds after a call that discarded the last forward (``_saved`` names it)."""
+
+_DEVICE_TYPES = {
+    "cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "hpu", "mtia", "lazy", "ipu", "vulkan", "privateuseone",
+}  # fmt: skip
+
+
+def _device_name(value: Any) -> str | None:
+    """The device a ``to()`` argument names ("cpu", "cuda:0", a ``torch.device``), or None when
+    it names none (then it must be a dtype)."""
+    if isinstance(value, str):
+        return value if value.split(":")[0] in _DEVICE_TYPES else None
+    if type(value).__name__ == "device" and isinstance(getattr(value, "type", None), str):
+        return str(value)
+    return None
 
 
 def _nonfinite_problem(key: str, value: np.ndarray, dtype: np.dtype, only_overflow: bool = False) -> str:

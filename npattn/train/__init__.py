@@ -3,7 +3,9 @@
     loop.py         fit: the PyTorch training loop with backward done by hand, and its History
     lbfgs.py        fit_lbfgs: SciPy's L-BFGS-B on the hand-derived gradients
     tasks.py        small tasks to learn (teacher-student, selective copy)
-    checkpoint.py   safe checkpoint files (.npz with a JSON index, atomic writes; .safetensors)
+    checkpoint.py   safe checkpoint files (.npz with a JSON index; loading bounded by the file)
+    safetensors_io.py  the .safetensors side of checkpoints
+    atomic.py       save targets checked (no directories or devices) and written atomically
     command.py      train_task (checkpointed, resumable runs) and ``npattn train``
 """
 

@@ -88,6 +88,8 @@ def check_finite(model: Module, loss: float, step: int) -> None:
         problem = f"the loss is {loss}"
     else:
         for name, p in model.named_parameters():
+            if p.grad is None:
+                continue
             bad = p.grad.size - int(np.count_nonzero(np.isfinite(p.grad)))
             if bad:
                 problem = f"the gradient of {name} has {bad} non-finite entries (loss {loss:.6g})"
@@ -95,7 +97,7 @@ def check_finite(model: Module, loss: float, step: int) -> None:
     if problem:
         raise TrainingError(
             f"training stopped at step {step}: {problem}. The weights were not updated (they hold the values "
-            "after the previous step) and the last checkpoint, if any, is untouched; try a smaller learning rate."
+            "after the previous step); try a smaller learning rate."
         )
 
 

@@ -242,13 +242,17 @@ def softmax_backward(d_attn_weights: np.ndarray, cache: tuple) -> tuple[np.ndarr
 
 
 def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tuple[np.ndarray, tuple]:
-    """Inverted dropout: attn_weights * keep / (1 - p). keep is a bool array broadcastable to it."""
+    """Inverted dropout: attn_weights * keep / (1 - p). keep is a bool array broadcastable to it.
+
+    The scale is ``1 / (1 - p)`` computed in attn_weights' dtype, as PyTorch's ``noise.div_(1 - p)``
+    does, so the output is PyTorch's bit for bit."""
     if not _broadcasts_to(keep.shape, attn_weights.shape):
         raise _shape_error(
             "dropout_forward", "keep must broadcast to attn_weights", attn_weights=attn_weights, keep=keep
         )
-    scale = 1.0 / (1.0 - p)
-    out = attn_weights * keep * np.asarray(scale, dtype=attn_weights.dtype)
+    one = np.ones((), dtype=attn_weights.dtype)
+    scale = one / np.asarray(1.0 - p, dtype=attn_weights.dtype)
+    out = attn_weights * keep * scale
     return out, (keep, scale)
 
 
