@@ -1,6 +1,7 @@
 """``npattn.cli``: the ``npattn`` command.
 
     main.py     the parser and the subcommands: demo, book, train, trace, gradcheck, check
+    check.py    ``npattn check``: the user's code in a child process, with a timeout
     demo.py     ``npattn demo``: the main job, a model learning where to attend
     trace.py    ``npattn trace``: predict, trace, check the shapes and every row
 """

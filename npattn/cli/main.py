@@ -8,11 +8,11 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
 from npattn.book import BOOK_TOKENS, book_inputs
+from npattn.cli.check import DEFAULT_TIMEOUT, run_check_isolated
 from npattn.cli.demo import format_matrix, run_demo
 from npattn.cli.trace import TRACE_CLASSES, run_trace
 from npattn.debug.stagecheck import run_gradcheck
 from npattn.debug.trace import trace
-from npattn.debug.usercode import run_check
 from npattn.errors import ConfigError, NpattnError
 from npattn.gradcheck import gradcheck
 from npattn.nn.attention import SelfAttention_v1
@@ -159,6 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
         "or a pair NAME_forward/NAME_backward)",
     )
     check_cmd.add_argument("spec", metavar="FILE.py:NAME")
+    check_cmd.add_argument(
+        "--timeout",
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop your code after this many seconds (default {DEFAULT_TIMEOUT:g}); it runs in a child process",
+    )
     return parser
 
 
@@ -185,7 +191,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "gradcheck":
         return run_gradcheck(args.tokens, args.d_in, args.d_out, seed=args.seed)
     if args.command == "check":
-        return run_check(args.spec)
+        return run_check_isolated(args.spec, timeout=args.timeout)
     raise NpattnError(f"unknown command {args.command}")
 
 

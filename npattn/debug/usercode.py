@@ -183,7 +183,7 @@ class UserAttention:
             import torch
 
             return lambda x: to_numpy(obj(torch.from_numpy(np.ascontiguousarray(x))))
-        call = seeded(obj)
+        call = seeded(obj if callable(obj) else obj.forward)  # a class with forward but no __call__
         return lambda x: to_numpy(call(x))
 
     def run(self, x: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -380,6 +380,9 @@ def check_attention(
         ConfigError: from ``load_attention``, or weights the user's object cannot hold.
         NpattnError: whatever the user's code raised, wrapped with its name and message.
     """
+    if not isinstance(attention, (str, UserAttention)):
+        got = type(attention).__name__
+        raise ConfigError(f"check_attention expects a 'FILE.py:NAME' spec or a UserAttention, got {got}")
     with kept_random_state():
         return _check(load_attention(attention) if isinstance(attention, str) else attention, x, weights)
 

@@ -1,7 +1,8 @@
 """``npattn.nn``: the module system and the layers, named and laid out like ``torch.nn``.
 
     functional/     stage forward/backward pairs (the math, written once)
-    module.py       Parameter, Module, ModuleList
+    parameter.py    Parameter (a trainable array and its .grad)
+    module.py       Module, ModuleList (and Parameter, re-exported)
     sequential.py   Sequential
     layers.py       Linear, Dropout
     losses.py       MSELoss, CrossEntropyLoss (and their functional pairs)
