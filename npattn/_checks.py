@@ -21,6 +21,7 @@ __all__ = [
     "check_nonnegative_int",
     "check_positive_int",
     "check_probability",
+    "grad_problem",
 ]
 
 
@@ -183,3 +184,28 @@ def check_probability(value: Any, name: str) -> float:
     if not 0.0 <= float(value) < 1.0:
         raise ConfigError(f"{name} must lie in [0, 1), got {value}")
     return float(value)
+
+
+def grad_problem(grad: Any, data: np.ndarray, shape: tuple[int, ...] | None = None) -> str | None:
+    """Why a Parameter's ``grad`` cannot take ``+= d`` for a gradient d of ``shape`` (None if it can).
+
+    ``grad`` must be None (backward starts it from zeros) or a writeable ndarray of ``data``'s
+    shape and dtype; ``shape`` must be ``data``'s (the parameter was not replaced since forward).
+    """
+    if grad is None:
+        return None if shape is None or shape == data.shape else f"cannot take a gradient of shape {shape}"
+    if type(grad) is np.ndarray and grad.shape == data.shape and grad.dtype == data.dtype and grad.flags.writeable:
+        if shape is None or shape == data.shape:
+            return None
+        return (
+            f"has shape {data.shape} but the last forward's parameter had shape {shape} "
+            "(the parameter was replaced since; run forward again)"
+        )
+    if type(grad) is not np.ndarray:
+        return f"is a {type(grad).__name__}, expected None or an ndarray of shape {data.shape} and dtype {data.dtype}"
+    if grad.shape != data.shape or grad.dtype != data.dtype:
+        return (
+            f"has shape {grad.shape} and dtype {grad.dtype}, expected the parameter's shape {data.shape} "
+            f"and dtype {data.dtype}"
+        )
+    return "is read-only (its flags.writeable is False)"

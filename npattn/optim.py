@@ -382,14 +382,27 @@ class Adam(Optimizer):
                 np.multiply(param.data, 1 - lr * wd, out=param.data)
             else:
                 g = g + wd * param.data
-        state["exp_avg"] = m = beta1 * state["exp_avg"] + (1 - beta1) * g
-        state["exp_avg_sq"] = v = beta2 * state["exp_avg_sq"] + (1 - beta2) * g * g
+        # In place, one temporary: the arithmetic of m = beta1 * m + (1 - beta1) * g and
+        # v = beta2 * v + (1 - beta2) * g * g, operation for operation.
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        tmp = np.multiply(g, 1 - beta1)
+        m *= beta1
+        m += tmp
+        np.multiply(g, 1 - beta2, out=tmp)
+        tmp *= g
+        v *= beta2
+        v += tmp
         if group["amsgrad"]:
-            state["max_exp_avg_sq"] = v = np.maximum(state["max_exp_avg_sq"], v)
+            np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
+            v = state["max_exp_avg_sq"]
         # The same arithmetic in PyTorch's order: lr / (1 - beta1^t) and sqrt(v) / sqrt(1 - beta2^t) + eps.
         step_size = lr / (1 - beta1**t)
-        denom = np.sqrt(v) / math.sqrt(1 - beta2**t) + eps
-        np.subtract(param.data, step_size * (m / denom), out=param.data)
+        denom = np.sqrt(v, out=tmp)
+        denom /= math.sqrt(1 - beta2**t)
+        denom += eps
+        np.divide(m, denom, out=denom)
+        denom *= step_size
+        param.data -= denom
 
 
 class AdamW(Adam):

@@ -8,11 +8,11 @@ from collections.abc import Callable, Sequence
 from typing import NoReturn, TextIO
 
 from npattn.book import BOOK_TOKENS, book_inputs
+from npattn.cli.check import DEFAULT_TIMEOUT, run_check_isolated
 from npattn.cli.demo import format_matrix, run_demo
 from npattn.cli.trace import TRACE_CLASSES, run_trace
 from npattn.debug.stagecheck import run_gradcheck
 from npattn.debug.trace import trace
-from npattn.debug.usercode import run_check
 from npattn.errors import ConfigError, NpattnError
 from npattn.gradcheck import gradcheck
 from npattn.nn.attention import SelfAttention_v1
@@ -75,6 +75,33 @@ def _add_sizes(cmd: argparse.ArgumentParser, limit: int, why: str) -> None:
     cmd.add_argument("--seed", type=SEED, default=123, help="seed of the weights and the input (default 123)")
 
 
+def _add_lm_options(group: argparse._ArgumentGroup) -> None:
+    """The options of ``npattn train --task lm``; every default is None, so that the run's own
+    defaults apply and a resumed run can tell what was given."""
+    add = group.add_argument
+    add("--text", metavar="FILE", help="UTF-8 text to train on (default: the standard library's pydoc_data.topics)")
+    add("--tokenizer", choices=["char", "bpe", "gpt2"], help="default: bpe (trained on the text); gpt2 needs tiktoken")
+    add("--vocab-size", type=int, help="vocabulary of the bpe tokenizer (default: 1024)")
+    add("--context-length", type=int, help="tokens per window, the GPT's context_length (default: 128)")
+    add("--emb-dim", type=int, help="embedding size (default: 128)")
+    add("--n-heads", type=int, help="attention heads (default: 4)")
+    add("--n-layers", type=int, help="transformer blocks (default: 4)")
+    add("--drop-rate", type=float, help="dropout rate (default: 0.1, the book's)")
+    add("--qkv-bias", action="store_const", const=True, help="bias in the query/key/value projections")
+    add("--dtype", choices=["float32", "float64"], help="default: float32")
+    add("--batch-size", type=int, help="windows per batch (default: 8)")
+    add("--stride", type=int, help="tokens between window starts (default: the context length)")
+    add("--weight-decay", type=float, help="AdamW's weight decay (default: 0.1, the book's)")
+    add("--epochs", type=int, help="passes over the training text (instead of --steps)")
+    add("--eval-every", type=int, help="evaluate train and validation loss every N steps (default: 50)")
+    add("--eval-iter", type=int, help="batches per evaluation (default: 5)")
+    add("--prompt", help="start of the sample generated after each epoch (default: 'The')")
+    add("--sample-tokens", type=int, help="tokens generated per sample (default: 50)")
+    add("--temperature", type=float, help="sampling temperature of the samples (default: 0, greedy)")
+    add("--top-k", type=int, help="sample among the k most likely tokens only")
+    add("--plot", metavar="FILE.png", help="draw the loss curves (needs matplotlib)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="npattn", description="Self-attention with hand-derived backprop in NumPy.")
     sub = parser.add_subparsers(dest="command")
@@ -83,22 +110,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--plot", metavar="FILE.png", help="also draw the loss curve and attention heatmaps (needs matplotlib)"
     )
     sub.add_parser("book", help="the book's chapter-3 example: stage shapes, context vectors, gradient check")
-    train = sub.add_parser("train", help="train SelfAttention_v1 on a task, with checkpoints (--save/--resume)")
-    train.add_argument(
-        "--task", choices=["selective-copy", "teacher-student"], default=None, help="default: selective-copy"
+    train = sub.add_parser(
+        "train", help="train SelfAttention_v1 on a task, or a GPT on text (--task lm); --save/--resume checkpoints"
     )
-    train.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default=None, help="default: adam")
-    train.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.05)")
-    train.add_argument("--steps", type=COUNT, default=300, help="total number of steps (default: 300)")
+    train.add_argument(
+        "--task", choices=["selective-copy", "teacher-student", "lm"], default=None, help="default: selective-copy"
+    )
+    train.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default=None, help="default: adam (lm: adamw)")
+    train.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.05; lm: 0.0004)")
+    train.add_argument(
+        "--steps", type=COUNT, default=None, help="total number of steps (default: 300; lm: one epoch)"
+    )
     train.add_argument("--seed", type=SEED, default=None, help="seed of the weights and the data (default: 123)")
     train.add_argument(
-        "--log-every", type=COUNT, default=30, help="print a progress line every N steps (default: 30; 0: never)"
+        "--log-every", type=COUNT, default=None, help="print a progress line every N steps (default: 30; 0: never)"
     )
     train.add_argument("--save", metavar="FILE", help="write a checkpoint (.npz) here (atomically)")
     train.add_argument(
         "--save-every", type=COUNT, default=0, help="checkpoint every N steps (default: only at the end)"
     )
     train.add_argument("--resume", metavar="FILE", help="continue the run stored in this checkpoint up to --steps")
+    _add_lm_options(train.add_argument_group("--task lm: a GPT trained on text (the book's chapter 5)"))
     trace_cmd = sub.add_parser(
         "trace", help="predicted and actual shape of every stage of SelfAttention_v1 (or --class)"
     )
@@ -127,6 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
         "or a pair NAME_forward/NAME_backward)",
     )
     check_cmd.add_argument("spec", metavar="FILE.py:NAME")
+    check_cmd.add_argument(
+        "--timeout",
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop your code after this many seconds (default {DEFAULT_TIMEOUT:g}); it runs in a child process",
+    )
     return parser
 
 
@@ -153,7 +191,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "gradcheck":
         return run_gradcheck(args.tokens, args.d_in, args.d_out, seed=args.seed)
     if args.command == "check":
-        return run_check(args.spec)
+        return run_check_isolated(args.spec, timeout=args.timeout)
     raise NpattnError(f"unknown command {args.command}")
 
 

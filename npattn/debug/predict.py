@@ -362,6 +362,10 @@ def check_shapes(prediction: ShapePrediction, actual: Trace | Mapping[str, Any] 
     ("heads.0.queries"), then by plain name; the output is the prediction's last stage
     (out_proj for multi-head; for the wrapper, context_vec with d_out * num_heads columns).
     """
+    if not isinstance(prediction, ShapePrediction):
+        raise ConfigError(
+            f"check_shapes expects a ShapePrediction (from predict_shapes) first, got {type(prediction).__name__}"
+        )
     output_name = prediction.output_name
     if isinstance(actual, Trace):
         found: dict[str, tuple[int, ...]] = {s.qualname: s.shape for s in reversed(actual.stages)}

@@ -104,14 +104,18 @@ def check_qkv(queries: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None
 
     Raises:
         ShapeError: ranks, leading axes, the key dimension or m disagree; m = 0.
-        DTypeError: not a floating dtype, or dtypes differ.
+        DTypeError: not float32 or float64 (float16's exp would floor every weight near 0.06 of the
+            row's largest), or dtypes differ.
     """
     arrays = {"queries": queries, "keys": keys, "values": values}
     for name, a in arrays.items():
         if not isinstance(a, np.ndarray) or a.ndim < 2:
             raise ShapeError(f"{name}: expected an array of shape (..., n, k), got {np.shape(a)}")
-        if a.dtype.kind != "f":
-            raise DTypeError(f"{name}: expected a floating-point array, got dtype {a.dtype}")
+        if a.dtype.kind != "f" or a.dtype.itemsize < 4:
+            raise DTypeError(
+                f"{name}: expected a float32 or float64 array, got dtype {a.dtype} "
+                "(npattn.kernels.attention converts other dtypes for you)"
+            )
     if not queries.dtype == keys.dtype == values.dtype:
         raise DTypeError(f"queries, keys, values: dtypes differ ({queries.dtype}, {keys.dtype}, {values.dtype})")
     if not queries.shape[:-2] == keys.shape[:-2] == values.shape[:-2]:

@@ -139,6 +139,13 @@ def tiled_forward(
             l = acc[:, kv]
             np.divide(acc[:, :kv], l[:, None], out=out[b, a:e])
             L[b, a:e] = mx + np.log(l)
+    if causal:
+        # The reference and fused paths multiply a masked key's weight, exactly 0, by its value:
+        # a NaN or inf in any value makes that column NaN in every row (0 * NaN). The skipped
+        # blocks never multiply, so do the same here: every path gives the same NaN pattern.
+        bad = ~np.isfinite(v).all(axis=1)  # (B, kv)
+        if bad.any():
+            out[np.broadcast_to(bad[:, None, :], out.shape) & np.isfinite(out)] = np.nan
     context_vec = out.reshape(*lead, n, kv)
     return context_vec, (q, k, v_aug, out, L, scale, causal, block_q, block_k)
 

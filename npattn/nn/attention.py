@@ -82,32 +82,35 @@ class SelfAttention_v1(Module):
         record = self._record()
         if record:
             record("x", x)
-        # Stage 1: project the same input three ways.
-        queries, c_query = F.project_forward(x, self.W_query.data)
-        keys, c_key = F.project_forward(x, self.W_key.data)
-        values, c_value = F.project_forward(x, self.W_value.data)
+        # Stage 1: project the same input three ways. The caches keep their own copies of the
+        # weights: editing W_query.data (or an optimizer step) before backward cannot change dx.
+        queries, c_query = F.project_forward(x, self.W_query.data.copy())
+        keys, c_key = F.project_forward(x, self.W_key.data.copy())
+        values, c_value = F.project_forward(x, self.W_value.data.copy())
         if record:
             record("queries", queries)
             record("keys", keys)
             record("values", values)
         # Stages 2-5: scores, scale + softmax, weights, context.
-        context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
+        # copy=False: queries, keys, values are this forward's own arrays, never handed out.
+        context_vec, c_attention = kernels.attention(
+            queries, keys, values, impl=self.impl, record=record, copy=False
+        )
         self._cache = (c_query, c_key, c_value, c_attention, context_vec.shape)
         return context_vec
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (like the output) -> dx (like x); accumulates into W_query/W_key/W_value.grad."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (like the output) -> dx (like x) and the gradients of W_query, W_key, W_value
+        (``backward`` accumulates them into the ``.grad``s)."""
         c_query, c_key, c_value, c_attention, out_shape = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.dtype)
         d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
         dx_query, dW_query = F.project_backward(d_queries, c_query)
         dx_key, dW_key = F.project_backward(d_keys, c_key)
         dx_value, dW_value = F.project_backward(d_values, c_value)
-        self.W_query.accumulate_grad(dW_query)
-        self.W_key.accumulate_grad(dW_key)
-        self.W_value.accumulate_grad(dW_value)
+        grads = [(self.W_query, dW_query), (self.W_key, dW_key), (self.W_value, dW_value)]
         # x feeds all three projections, so its gradient sums the three paths.
-        return dx_query + dx_key + dx_value
+        return dx_query + dx_key + dx_value, grads
 
 
 class _ProjectedAttention(Module):
@@ -157,14 +160,19 @@ class _ProjectedAttention(Module):
             record("values", values)
         return queries, keys, values
 
-    def _project_backward(self, d_queries: np.ndarray, d_keys: np.ndarray, d_values: np.ndarray) -> np.ndarray:
+    def _project_backward(
+        self, d_queries: np.ndarray, d_keys: np.ndarray, d_values: np.ndarray
+    ) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
         """Stage 1 in reverse; x feeds all three projections, so its gradient sums the three paths."""
-        return self.W_query.backward(d_queries) + self.W_key.backward(d_keys) + self.W_value.backward(d_values)
+        dx_query, grads_query = self.W_query._gradients(d_queries)
+        dx_key, grads_key = self.W_key._gradients(d_keys)
+        dx_value, grads_value = self.W_value._gradients(d_values)
+        return dx_query + dx_key + dx_value, grads_query + grads_key + grads_value
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (like the output) -> dx (like x); accumulates into every Linear's grads.
-
-        Stages 5 to 2 (``kernels.attention_backward``), then stage 1 (the three Linears).
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (like the output) -> dx (like x) and every Linear's parameter gradients
+        (``backward`` accumulates them). Stages 5 to 2 (``kernels.attention_backward``), then
+        stage 1 (the three Linears).
         """
         c_attention, out_shape = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.weight.dtype)
@@ -185,7 +193,7 @@ class _ProjectedAttention(Module):
         mask = self.mask[:n, :n]
         if np.array_equal(mask, F.causal_mask(n)):
             return x, {"causal": True}
-        return x, {"mask": mask}
+        return x, {"mask": mask.copy()}  # the forward's own: editing the buffer cannot change dx
 
     def _dropout_args(self, shape: tuple[int, ...]) -> dict[str, Any]:
         """Stage 4's arguments for kernels.attention: the keep mask (None = identity) and p."""
@@ -232,7 +240,10 @@ class SelfAttention_v2(_ProjectedAttention):
         record = self._record()
         queries, keys, values = self._project(x, record)
         # Stages 2-5: scores, scale + softmax, weights, context.
-        context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
+        # copy=False: queries, keys, values are this forward's own arrays, never handed out.
+        context_vec, c_attention = kernels.attention(
+            queries, keys, values, impl=self.impl, record=record, copy=False
+        )
         self._cache = (c_attention, context_vec.shape)
         return context_vec
 
@@ -289,7 +300,8 @@ class CausalAttention(_ProjectedAttention):
         b, n = x.shape[:2]
         # Stages 2-5: scores, causal mask + scale + softmax, dropout, context.
         context_vec, c_attention = kernels.attention(
-            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, n, n)), record=record
+            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, n, n)), record=record,
+            copy=False,  # this forward's own projections, never handed out
         )
         self._cache = (c_attention, context_vec.shape)
         return context_vec
@@ -358,12 +370,19 @@ class MultiHeadAttentionWrapper(Module):
         self._cache = (c_concat, context_vec.shape, outputs[0].dtype)
         return context_vec
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (b, n, d_out * num_heads) -> dx (b, n, d_in); accumulates every head's grads."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (b, n, d_out * num_heads) -> dx (b, n, d_in) and every head's parameter gradients."""
         c_concat, out_shape, dtype = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, dtype)
         d_heads = F.concat_backward(d_context_vec, c_concat)
-        return sum(head.backward(d_head) for head, d_head in zip(self.heads, d_heads))
+        dx: np.ndarray | None = None
+        grads: list[tuple[Parameter, np.ndarray]] = []
+        for head, d_head in zip(self.heads, d_heads):
+            dx_head, grads_head = head._gradients(d_head)
+            dx = dx_head if dx is None else dx + dx_head
+            grads += grads_head
+        assert dx is not None  # num_heads >= 1
+        return dx, grads
 
 
 class MultiHeadAttention(_ProjectedAttention):
@@ -432,7 +451,8 @@ class MultiHeadAttention(_ProjectedAttention):
         values, c_split_v = F.split_heads_forward(values, h)
         # Stages 2-5 in every head at once, scale 1/sqrt(head_dim).
         context_vec, c_attention = kernels.attention(
-            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, h, n, n)), record=record
+            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, h, n, n)), record=record,
+            copy=False,  # this forward's own projections, never handed out
         )
         # (b, num_heads, n, head_dim) -> (b, n, d_out), then the output projection.
         merged, c_merge = F.merge_heads_forward(context_vec)
@@ -444,13 +464,14 @@ class MultiHeadAttention(_ProjectedAttention):
         self._cache = (c_split_q, c_split_k, c_split_v, c_attention, c_merge)
         return context_vec
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (b, n, d_out) -> dx (b, n, d_in); accumulates into every Linear's grads."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (b, n, d_out) -> dx (b, n, d_in) and every Linear's parameter gradients."""
         c_split_q, c_split_k, c_split_v, c_attention, c_merge = self._saved()
-        d_merged = self.out_proj.backward(grad_output)
+        d_merged, grads_out = self.out_proj._gradients(grad_output)
         (d_context_vec,) = F.merge_heads_backward(d_merged, c_merge)
         d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
         (d_queries,) = F.split_heads_backward(d_queries, c_split_q)
         (d_keys,) = F.split_heads_backward(d_keys, c_split_k)
         (d_values,) = F.split_heads_backward(d_values, c_split_v)
-        return self._project_backward(d_queries, d_keys, d_values)
+        dx, grads = self._project_backward(d_queries, d_keys, d_values)
+        return dx, grads_out + grads

@@ -61,23 +61,25 @@ class Linear(Module):
     def forward(self, x: Any) -> np.ndarray:
         """x (..., in_features) -> (..., out_features); x is converted to the weight's dtype."""
         x = as_features(x, self.in_features, self.weight.dtype)
-        y, c_project = F.project_forward(x, self.weight.data.T)
+        # The cache keeps its own copy of the weight: editing it before backward cannot change dx.
+        y, c_project = F.project_forward(x, self.weight.data.T.copy())
         c_bias = None
         if self.bias is not None:
             y, c_bias = F.bias_forward(y, self.bias.data)
         self._cache = (c_project, c_bias, y.shape)
         return y
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (..., out_features) -> dx (..., in_features); accumulates weight.grad, bias.grad."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (..., out_features) -> dx (..., in_features), [(weight, dW), (bias, d_bias)]."""
         c_project, c_bias, out_shape = self._saved()
         d_y = check_grad_output(grad_output, out_shape, self.weight.dtype)
+        grads = []
         if self.bias is not None:
             d_y, d_bias = F.bias_backward(d_y, c_bias)
-            self.bias.accumulate_grad(d_bias)
+            grads.append((self.bias, d_bias))
         dx, dW = F.project_backward(d_y, c_project)
-        self.weight.accumulate_grad(dW.T)  # forward projected with W = weight^T
-        return dx
+        grads.append((self.weight, dW.T))  # forward projected with W = weight^T
+        return dx, grads
 
 
 class Dropout(Module):
@@ -141,6 +143,7 @@ class Dropout(Module):
             if isinstance(self.rng, TorchGenerator):
                 return self.rng.bernoulli(tuple(shape), 1.0 - self.p, dtype=bool)
             return uniform_init(self.rng, tuple(shape), 0.0, 1.0, np.float32) >= self.p
+        keep = keep.copy()  # the forward's own: editing fixed_keep before backward cannot change dx
         try:
             broadcast = np.broadcast_shapes(keep.shape, tuple(shape))
         except ValueError:
@@ -161,11 +164,11 @@ class Dropout(Module):
         self._cache = (cache, x.shape, x.dtype)
         return x
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (like the output) -> dx, through the same keep mask."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (like the output) -> dx, through the same keep mask; no parameters."""
         cache, out_shape, dtype = self._saved()
         d_out = check_grad_output(grad_output, out_shape, dtype)
         if cache is None:
-            return d_out
+            return d_out, []
         (dx,) = F.dropout_backward(d_out, cache)
-        return dx
+        return dx, []

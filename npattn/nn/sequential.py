@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from npattn.nn.module import Module, ModuleList
+import numpy as np
+
+from npattn.nn.module import Module, ModuleList, Parameter
 
 __all__ = ["Sequential"]
 
@@ -37,8 +39,15 @@ class Sequential(ModuleList):
             x = module(x)
         return x
 
-    def backward(self, grad_output: Any) -> Any:
-        grad = grad_output
+    def _gradients(self, grad_output: Any) -> tuple[Any, list[tuple[Parameter, np.ndarray]]]:
+        """The children's gradients, last child first; ``backward`` accumulates them all at once,
+        after checking every ``.grad``. A child that only overrides ``backward`` accumulates its own."""
+        grad, grads = grad_output, []
         for module in reversed(self._modules.values()):
-            grad = module.backward(grad)  # the input gradient of this child is the output gradient of the one before
-        return grad
+            # the input gradient of this child is the output gradient of the one before
+            if type(module).backward is not Module.backward:
+                grad = module.backward(grad)
+            else:
+                grad, own = module._gradients(grad)
+                grads += own
+        return grad, grads

@@ -18,6 +18,8 @@ in construction order from this single stream.
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -202,22 +204,37 @@ class TorchGenerator:
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore a state from :meth:`get_state` (``normal_cache`` may be absent: none cached).
 
+        Everything is checked before anything changes, so a refused state leaves the stream as it was.
+
         Raises:
-            ConfigError: a key is missing, ``key`` is not 624 words or ``pos`` is outside [0, 624].
+            ConfigError: not a mapping; a key is missing; ``key`` is not 624 words in [0, 2**32), or
+                all zero (MT19937 would draw only zeros); ``seed`` is not a valid seed; ``pos`` is
+                outside [0, 624]; ``normal_cache`` is not a number.
         """
+        if not isinstance(state, Mapping):
+            raise ConfigError(f"generator state must be the dict get_state returns, got {type(state).__name__}")
         missing = [k for k in ("seed", "key", "pos") if k not in state]
         if missing:
             raise ConfigError(f"generator state is missing {missing} (expected the dict get_state returns)")
         key = np.asarray(state["key"])
         if key.shape != (624,) or key.dtype.kind not in "iu":
             raise ConfigError(f"generator state key must be 624 integer words, got shape {key.shape} dtype {key.dtype}")
+        if key.min() < 0 or key.max() >= 2**32:
+            raise ConfigError(
+                f"generator state key words must lie in [0, 2**32) (uint32), got values from {key.min()} to {key.max()}"
+            )
+        if not key.any():
+            raise ConfigError("generator state key is all zeros: MT19937 would draw only zeros")
         pos = check_nonnegative_int(state["pos"], "generator state pos")
         if pos > 624:
             raise ConfigError(f"generator state pos must lie in [0, 624], got {pos}")
-        cache = float(state.get("normal_cache", math.nan))
-        self.seed = torch_seed(int(state["seed"]))
+        cache = state.get("normal_cache", math.nan)
+        if isinstance(cache, (bool, np.bool_)) or not isinstance(cache, numbers.Real):
+            raise ConfigError(f"generator state normal_cache must be a number (NaN: none cached), got {cache!r}")
+        seed = torch_seed(state["seed"])
+        self.seed = seed
         self._mt.set_state(("MT19937", key.astype(np.uint32), pos, 0, 0.0))
-        self._normal_cache = None if math.isnan(cache) else cache
+        self._normal_cache = None if math.isnan(float(cache)) else float(cache)
 
     def __repr__(self) -> str:
         return f"TorchGenerator(seed={self.seed})"

@@ -3,23 +3,28 @@ exactly) and ``npattn train``'s glue, ``run_train_command``."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
 import numpy as np
 
 from npattn._checks import check_nonnegative_int
-from npattn.errors import CheckpointError, ConfigError, TrainingError
+from npattn.errors import CheckpointError, ConfigError, NpattnError, TrainingError
 from npattn.nn.module import Module
 from npattn.optim import SGD, Adam, AdamW, Optimizer
 from npattn.train import atomic, checkpoint
+from npattn.train.lm_run import LMSettings, run_lm
 from npattn.train.loop import History, fit, progress_header, progress_line
 from npattn.train.tasks import TASKS, make_task
 
-__all__ = ["OPTIMIZERS", "run_train_command", "train_task"]
+__all__ = ["LM_OPTIONS", "OPTIMIZERS", "run_lm_command", "run_train_command", "train_task"]
 
 OPTIMIZERS: dict[str, Callable[..., Optimizer]] = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
+LM_OPTIONS = (*tuple(f.name for f in dataclasses.fields(LMSettings) if f.name not in ("lr", "seed", "steps")), "plot")
+"""The options of ``npattn train`` that only the language-model task (``--task lm``) takes."""
 
 
 RUN_KEYS = ("task", "optimizer", "lr", "seed", "steps")
@@ -209,6 +214,13 @@ def run_train_command(args: Any, out: TextIO) -> int:
     """
     defaults = {"task": "selective-copy", "optimizer": "adam", "lr": 0.05, "seed": 123}
     given = {k: getattr(args, k) for k in defaults if getattr(args, k) is not None}
+    if _is_lm_run(args):
+        return run_lm_command(args, out)
+    lm_only = [f"--{k.replace('_', '-')}" for k in LM_OPTIONS if getattr(args, k, None) is not None]
+    if lm_only:
+        raise ConfigError(f"{', '.join(lm_only)}: only for --task lm")
+    args.steps = 300 if args.steps is None else args.steps
+    args.log_every = 30 if args.log_every is None else args.log_every
     if args.resume is not None:
         loaded = checkpoint.load(args.resume)
         run = dict(loaded.get("run", {})) if isinstance(loaded, dict) and isinstance(loaded.get("run"), dict) else {}
@@ -249,4 +261,48 @@ def run_train_command(args: Any, out: TextIO) -> int:
     print("held-out: " + ", ".join(f"{k} {v:.6g}" for k, v in scores.items()), file=out)
     if args.save:
         print(f"saved {args.save}", file=out)
+    return 0
+
+
+def _is_lm_run(args: Any) -> bool:
+    """``--task lm``, or ``--resume`` of a language-model checkpoint without ``--task``."""
+    if args.task is not None or args.resume is None:
+        return args.task == "lm"
+    try:
+        run = checkpoint.load(args.resume).get("run", {})
+    except (NpattnError, AttributeError):
+        return False  # the attention path reports the unreadable checkpoint
+    return isinstance(run, dict) and run.get("task") == "lm"
+
+
+def run_lm_command(args: Any, out: TextIO) -> int:
+    """``npattn train --task lm``: a GPT on text (``run_lm``), a progress line per evaluation, a
+    sample after each epoch, the checkpoint and the plot.
+
+    Raises:
+        NpattnError: a bad option, text or checkpoint, a non-finite loss (the command prints one line
+            and exits with 2)."""
+    if args.log_every is not None:
+        raise ConfigError("--log-every is for the attention tasks; --task lm reports every --eval-every steps")
+    if args.optimizer not in (None, "adamw"):
+        raise ConfigError(f"--task lm trains with AdamW (the book's), got --optimizer {args.optimizer}")
+    given = {k: getattr(args, k) for k in (*LM_OPTIONS, "lr", "seed", "steps") if k != "plot"}
+    given = {k: v for k, v in given.items() if v is not None}
+    started = time.perf_counter()
+    with np.errstate(over="ignore", invalid="ignore"):  # a non-finite loss is reported by TrainingError
+        _, _, history = run_lm(
+            given, save=args.save, save_every=args.save_every, resume=args.resume, plot=args.plot, out=out
+        )
+    wall = time.perf_counter() - started
+    rate = history.tokens_seen / history.seconds if history.seconds else float("nan")
+    print(
+        f"done: {history.global_step + 1} steps, {history.tokens_seen:,} tokens; {history.seconds:.1f} s in training "
+        f"steps ({rate:,.0f} tokens/s); this command took {wall:.1f} s; train loss {history.train_losses[0]:.3f} -> "
+        f"{history.train_losses[-1]:.3f}, val loss {history.val_losses[0]:.3f} -> {history.val_losses[-1]:.3f}",
+        file=out,
+    )
+    if args.save:
+        print(f"saved {args.save}", file=out)
+    if args.plot:
+        print(f"plotted {args.plot}", file=out)
     return 0
