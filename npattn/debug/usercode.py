@@ -348,8 +348,8 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
         W = weights_of(weights)
     else:
         W = multihead_weights() if user.num_heads else book_weights()
-    if x is not None:  # x and the weights are checked before any of the user's code runs
-        check_weights(x, W)
+    # x and the weights are checked before any of the user's code runs (without x: the weights alone)
+    check_weights(x if x is not None else np.zeros((1, np.shape(W["W_query"])[0])), W)
     run = user.prepare(W)
     causal = user.causal
     if x is None:

@@ -128,11 +128,13 @@ def test_non_finite_inputs_are_refused(bad):
     x, W = npattn.book_inputs(), book_weights()
     x_bad = x.copy()
     x_bad[0, 0] = bad
+    bad_weights = {**W, "W_value": W["W_value"] * bad}
     for call in (
         lambda: npattn.check_rows(x_bad, W, np.zeros((6, 2))),
         lambda: npattn.diagnose(x_bad, W, np.full((6, 2), np.nan)),
         lambda: check_attention(attention_from_module(learners, "attention"), x=x_bad),
         lambda: npattn.diagnose(x, {**W, "W_key": W["W_key"] * bad}, np.zeros((6, 2))),
+        lambda: check_attention(attention_from_module(learners, "Attention"), weights=bad_weights),
     ):
         with pytest.raises(ConfigError, match="NaN or inf"):
             call()
