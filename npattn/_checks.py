@@ -38,7 +38,7 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
         DTypeError: complex, object, string or other non-numeric data.
     """
     if not isinstance(value, np.ndarray):
-        value = _from_tensor(value)
+        value = from_tensor(value)
         try:
             arr = np.asarray(value)
         except ValueError as exc:  # ragged lists in NumPy >= 1.24
@@ -59,10 +59,14 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
     return arr
 
 
-def _from_tensor(value: Any) -> Any:
-    """``value.detach().cpu().numpy()`` for a torch tensor (duck-typed), else ``value`` unchanged."""
+def from_tensor(value: Any) -> Any:
+    """``value.detach().cpu().numpy()`` for a torch tensor (duck-typed), else ``value`` unchanged.
+    A bfloat16 tensor, which NumPy has no dtype for, is widened to float32 first (exactly)."""
     if all(callable(getattr(value, name, None)) for name in ("detach", "cpu", "numpy")):
-        return value.detach().cpu().numpy()
+        value = value.detach().cpu()
+        if str(getattr(value, "dtype", "")) == "torch.bfloat16" and callable(getattr(value, "float", None)):
+            value = value.float()
+        return value.numpy()
     return value
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from npattn import _html
-from npattn._checks import as_array, check_bool, check_finite, check_nonnegative_int, check_positive_int
+from npattn._checks import as_array, check_bool, check_finite, check_nonnegative_int, check_positive_int, from_tensor
 from npattn.errors import ConfigError, DTypeError, GradcheckError
 from npattn.nn.module import Module
 
@@ -259,6 +259,7 @@ def gradcheck(
         eps, atol, rtol, n_directions, seed,
         raise_exception=raise_exception, fast_mode=fast_mode, check_input=check_input,
     )
+    x = from_tensor(x)  # a torch tensor (even one that requires grad) as its values
     x_arr = as_array(x, "x")  # rejects non-numeric data with a clear message
     kind = np.asarray(x).dtype.kind
     ids = kind in "iu" and not check_input  # token ids: passed unchanged, no gradient of their own

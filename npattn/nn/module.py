@@ -108,7 +108,7 @@ class Module:
     def add_module(self, name: str, module: Module) -> None:
         """Same as ``setattr(self, name, module)``."""
         if not isinstance(module, Module):
-            raise TypeError(f"add_module expects an npattn.Module, got {type(module).__name__}")
+            raise ConfigError(f"add_module expects an npattn.Module, got {type(module).__name__}")
         setattr(self, name, module)
 
     # ------------------------------------------------------------------ traversal
@@ -191,23 +191,32 @@ class Module:
             param.requires_grad = requires_grad
         return self
 
-    def to(self, dtype_or_device: Any) -> Module:
-        """Convert parameters, their grads and floating buffers to a dtype (float32/float64), or
-        accept the device ``"cpu"`` (``torch.device("cpu")`` too): npattn runs on the CPU, so that
-        changes nothing. Returns self.
+    def to(self, *args: Any, device: Any = None, dtype: Any = None) -> Module:
+        """Convert parameters, their grads and floating buffers to a dtype (float32/float64); a
+        device ``"cpu"`` (``torch.device("cpu")`` too) is accepted and changes nothing, since npattn
+        runs on the CPU. PyTorch's forms: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
+        ``to(device=..., dtype=...)``. Returns self.
 
         Raises:
             DTypeError: not a floating dtype (nor a device).
-            ConfigError: a device other than the CPU ("cuda", "mps", ...).
+            ConfigError: a device other than the CPU ("cuda", "mps", ...); more than one device or
+                dtype.
         """
-        device = _device_name(dtype_or_device)
-        if device is not None:
-            if device.split(":")[0] != "cpu":
+        devices, dtypes = [device] if device is not None else [], [dtype] if dtype is not None else []
+        for arg in args:
+            (devices if _device_name(arg) is not None else dtypes).append(arg)
+        if len(devices) > 1 or len(dtypes) > 1 or not devices + dtypes:
+            raise ConfigError(
+                f"Module.to takes one device and/or one dtype, got {args!r} device={device!r} dtype={dtype!r}"
+            )
+        for name in (_device_name(d) or str(d) for d in devices):
+            if name.split(":")[0] != "cpu":
                 raise ConfigError(
-                    f"npattn runs on the CPU only: Module.to accepts 'cpu' or a float dtype, got device {device!r}"
+                    f"npattn runs on the CPU only: Module.to accepts 'cpu' or a float dtype, got device {name!r}"
                 )
+        if not dtypes:
             return self
-        dtype = check_float_dtype(dtype_or_device, "Module.to dtype")
+        dtype = check_float_dtype(dtypes[0], "Module.to dtype")
         floating = [(name, arr) for name, (_, _, arr) in self._state_targets().items() if arr.dtype.kind == "f"]
         params = list(self.named_parameters())
         grads = [(f"{name}.grad", p.grad) for name, p in params if isinstance(p.grad, np.ndarray)]

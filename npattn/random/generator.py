@@ -56,7 +56,10 @@ def torch_seed(seed: Any) -> int:
 def _shape(size: tuple[Any, ...], what: str) -> tuple[int, ...]:
     """``f(2, 3)`` and ``f((2, 3))`` both mean shape (2, 3)."""
     dims = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
-    return tuple(check_nonnegative_int(s, what) for s in dims)
+    shape = tuple(check_nonnegative_int(s, what) for s in dims)
+    if math.prod(shape) >= 2**48:  # far beyond memory; NumPy would fail with a cryptic message
+        raise ConfigError(f"{what.split()[0]} of {math.prod(shape):,} elements is too large (shape {shape})")
+    return shape
 
 
 def _stream_dtype(dtype: Any, what: str) -> np.dtype:

@@ -152,5 +152,11 @@ def progress_header(names: tuple[str, ...] = ("W_query", "W_key", "W_value")) ->
 
 def progress_line(step: int, loss: float, history: History) -> str:
     """``step, loss, ||W - W_start||`` for every parameter, as the last log recorded them."""
-    moved = "".join(f"{history.moved_from_start.get(name, [0.0])[-1]:9.3f}" for name in history.start)
+    moved = "".join(f" {_moved(history.moved_from_start.get(name, [0.0])[-1]):>8}" for name in history.start)
     return f"{step:>5}  {loss:9.4g}  {'':>17}{moved}"
+
+
+def _moved(distance: float) -> str:
+    """A distance in at most 8 characters, so the columns never run together."""
+    text = f"{distance:.3f}"
+    return text if len(text) <= 8 else f"{distance:.2e}"

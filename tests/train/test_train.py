@@ -431,3 +431,15 @@ def test_resume_checks_the_whole_checkpoint_first(tmp_path, edit, message):
     path = _edited_run(tmp_path, edit)
     with pytest.raises(npattn.NpattnError, match=re.escape(message)):
         train_task(steps=4, resume=path)
+
+
+def test_progress_line_keeps_its_columns_apart_at_large_distances():
+    from npattn.train.loop import History, progress_line
+
+    history = History()
+    history.start = {"W_query": None, "W_key": None, "W_value": None}
+    history.moved_from_start = {"W_query": [882248176.2044887], "W_key": [7212618.49], "W_value": [4.5]}
+    line = progress_line(30, 1e6, history)
+    assert line.split()[-3:] == ["8.82e+08", "7.21e+06", "4.500"]
+    history.moved_from_start = {"W_query": [1.0], "W_key": [2.0], "W_value": [3.0]}
+    assert len(line) == len(progress_line(30, 1e6, history))  # the columns keep their width

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from npattn.errors import DTypeError, ShapeError
+from npattn.errors import ConfigError, DTypeError, ShapeError
 
 __all__ = [
     "Recorder",
@@ -247,7 +247,12 @@ def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tup
     """Inverted dropout: attn_weights * keep / (1 - p). keep is a bool array broadcastable to it.
 
     The scale is ``1 / (1 - p)`` computed in attn_weights' dtype, as PyTorch's ``noise.div_(1 - p)``
-    does, so the output is PyTorch's bit for bit."""
+    does, so the output is PyTorch's bit for bit.
+
+    Raises:
+        ConfigError: p outside [0, 1). ShapeError: keep does not broadcast to attn_weights."""
+    if not 0.0 <= p < 1.0:  # also refuses NaN
+        raise ConfigError(f"dropout_forward: p must lie in [0, 1), got {p!r}")
     if not _broadcasts_to(keep.shape, attn_weights.shape):
         raise _shape_error(
             "dropout_forward", "keep must broadcast to attn_weights", attn_weights=attn_weights, keep=keep
