@@ -89,7 +89,7 @@ def test_sequential_keys_forward_and_backward():
     assert report.passed
     named = npattn.Sequential(OrderedDict(first=npattn.Linear(2, 2, rng=1)))
     assert list(named.state_dict()) == ["first.weight", "first.bias"]
-    with pytest.raises(TypeError, match=r"npattn\.Module"):
+    with pytest.raises(npattn.ConfigError, match=r"npattn\.Module"):
         npattn.Sequential(npattn.Linear(2, 2, rng=1), np.tanh)
 
 
