@@ -26,6 +26,8 @@ __all__ = [
     "check_qkv",
     "flat",
     "flush_below",
+    "key_end",
+    "like",
     "num_workers",
     "row_dot",
     "run_rows",
@@ -136,8 +138,28 @@ def flat(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).reshape(-1, *a.shape[-2:])
 
 
+def like(a: np.ndarray, last: int) -> np.ndarray:
+    """An empty (..., r, last) array whose axes lie in memory in the order of ``a``'s (..., r, c).
+
+    Heads split from (b, n, d_out) are a (b, h, n, hd) view of (b, n, h, hd) memory; an output or
+    gradient laid out the same way merges back to (b, n, d_out) without a copy.
+    """
+    order = sorted(range(a.ndim - 1), key=lambda i: a.strides[i], reverse=True) + [a.ndim - 1]
+    shape = [a.shape[i] for i in order[:-1]] + [last]
+    return np.empty(shape, dtype=a.dtype).transpose(np.argsort(order))
+
+
+def key_end(e: int, m: int, causal: bool) -> int:
+    """Keys [0, key_end) that query rows [.., e) may see: all m, or (causal) keys 0 .. e - 1.
+
+    Causal attention skips every key after a block's last query: in a (b, h, n, n) problem that
+    halves the work of every matrix product and elementwise pass.
+    """
+    return min(m, e) if causal else m
+
+
 def augment(a: np.ndarray, column: np.ndarray | float) -> np.ndarray:
-    """(B, r, c) -> (B, r, c + 1): ``a`` with ``column`` appended as its last column."""
+    """(..., r, c) -> (..., r, c + 1): ``a`` with ``column`` appended as its last column."""
     out = np.empty((*a.shape[:-1], a.shape[-1] + 1), dtype=a.dtype)
     out[..., :-1] = a
     out[..., -1] = column
@@ -145,8 +167,8 @@ def augment(a: np.ndarray, column: np.ndarray | float) -> np.ndarray:
 
 
 def row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(B, n, c), (B, n, c) -> (B, n): rowsum(a * b) without the (B, n, c) product."""
-    return np.einsum("bij,bij->bi", a, b)
+    """(..., n, c), (..., n, c) -> (..., n): rowsum(a * b) without the (..., n, c) product."""
+    return np.einsum("...ij,...ij->...i", a, b)
 
 
 def flush_below(dtype: np.dtype) -> float:

@@ -40,7 +40,7 @@ from functools import partial
 import numpy as np
 
 from npattn._checks import check_positive_int
-from npattn.kernels.blocks import augment, causal_fill, check_qkv, flat, flush_below, row_dot, run_rows
+from npattn.kernels.blocks import augment, causal_fill, check_qkv, flush_below, key_end, like, row_dot, run_rows
 
 __all__ = ["DEFAULT_BLOCK_K", "DEFAULT_BLOCK_Q", "tiled_backward", "tiled_forward"]
 
@@ -51,11 +51,6 @@ DEFAULT_BLOCK_K = 512
 
 def _blocks(size: int, block: int) -> list[tuple[int, int]]:
     return [(a, min(a + block, size)) for a in range(0, size, block)]
-
-
-def _visible(a: int, b: int, k0: int, causal: bool) -> bool:
-    """Whether key block [k0, ...) has any key that query rows [a, b) may see (key <= query)."""
-    return not causal or k0 <= b - 1
 
 
 def _first_row(a: int, k0: int, causal: bool) -> int:
@@ -110,72 +105,59 @@ def tiled_forward(
     check_qkv(queries, keys, values)
     block_q = check_positive_int(block_q, "block_q")
     block_k = check_positive_int(block_k, "block_k")
-    lead = queries.shape[:-2]
     n, m, kv = queries.shape[-2], keys.shape[-2], values.shape[-1]
     scale = 1.0 / math.sqrt(keys.shape[-1])
-    q = flat(queries * queries.dtype.type(scale))
-    k, v = flat(keys), flat(values)
-    v_aug = augment(v, 1.0)
+    q = queries * queries.dtype.type(scale)
+    v_aug = augment(values, 1.0)
     dtype = q.dtype
-    out = np.empty((q.shape[0], n, kv), dtype=dtype)
-    L = np.empty((q.shape[0], n), dtype=dtype)
-    for b in range(q.shape[0]):
+    out = like(queries, kv)  # laid out like queries: heads merge back without a copy
+    L = np.empty(queries.shape[:-1], dtype=dtype)
+    for s in np.ndindex(*queries.shape[:-2]):  # one (n, k) slab at a time: one head of one sequence
         for a, e in _blocks(n, block_q):
             mx = np.full(e - a, -np.inf, dtype=dtype)
             alpha = np.empty(e - a, dtype=dtype)
             acc = np.zeros((e - a, kv + 1), dtype=dtype)  # [alpha-rescaled P~ V, l]
-            for k0, k1 in _blocks(m, block_k):
-                if not _visible(a, e, k0, causal):
-                    break
+            for k0, k1 in _blocks(key_end(e, m, causal), block_k):
                 r = _first_row(a, k0, causal)  # rows a .. r - 1 see no key of this block
-                S = q[b, r:e] @ k[b, k0:k1].T
+                S = q[s][r:e] @ keys[s][k0:k1].T
                 if _crosses(r, k0, k1, causal):
                     causal_fill(S, r, k0, -np.inf)
                 run_rows(partial(_online_softmax_rows, S, mx[r - a :], alpha[r - a :]), e - r, k1 - k0)
                 if _crosses(r, k0, k1, causal):
                     causal_fill(S, r, k0, 0.0)  # masked weights exactly 0
                 acc[r - a :] *= alpha[r - a :, None]
-                acc[r - a :] += S @ v_aug[b, k0:k1]
+                acc[r - a :] += S @ v_aug[s][k0:k1]
             l = acc[:, kv]
-            np.divide(acc[:, :kv], l[:, None], out=out[b, a:e])
-            L[b, a:e] = mx + np.log(l)
-    context_vec = out.reshape(*lead, n, kv)
-    return context_vec, (q, k, v_aug, out, L, scale, causal, block_q, block_k)
+            np.divide(acc[:, :kv], l[:, None], out=out[s][a:e])
+            L[s][a:e] = mx + np.log(l)
+    return out, (q, keys, v_aug, out, L, scale, causal, block_q, block_k)
 
 
 def tiled_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Returns (d_queries, d_keys, d_values), recomputing each block's weights from L."""
     # forward: context_vec = softmax(q k^T) v, block by block; L = rowmax + log(rowsum)
     q, k, v_aug, out, L, scale, causal, block_q, block_k = cache
-    lead = d_context_vec.shape[:-2]
-    B, n, kv = out.shape
-    m = k.shape[1]
-    G = flat(d_context_vec).astype(q.dtype, copy=False)
+    n, m, kv = out.shape[-2], k.shape[-2], out.shape[-1]
+    G = d_context_vec.astype(q.dtype, copy=False)
     D = row_dot(G, out)  # rowsum(G * O) = rowsum(dA * A)
     q_L = augment(q, -L)  # [q, -L] @ [k, 1]^T = q k^T - L
     k_1 = augment(k, 1.0)
     G_D = augment(G, -D)  # [G, -D] @ [v, 1]^T = G v^T - D
-    d_queries = np.zeros_like(q)
-    d_keys = np.zeros_like(k)
-    d_values = np.zeros((B, m, kv), dtype=q.dtype)
-    for b in range(B):
+    d_queries, d_keys, d_values = like(q, q.shape[-1]), like(k, k.shape[-1]), like(k, kv)
+    for grad in (d_queries, d_keys, d_values):
+        grad.fill(0.0)
+    for s in np.ndindex(*q.shape[:-2]):
         for a, e in _blocks(n, block_q):
-            for k0, k1 in _blocks(m, block_k):
-                if not _visible(a, e, k0, causal):
-                    break
+            for k0, k1 in _blocks(key_end(e, m, causal), block_k):
                 r = _first_row(a, k0, causal)
-                P = q_L[b, r:e] @ k_1[b, k0:k1].T  # scores - L
+                P = q_L[s][r:e] @ k_1[s][k0:k1].T  # scores - L
                 run_rows(partial(_exp_rows, P), e - r, k1 - k0)
                 if _crosses(r, k0, k1, causal):
                     causal_fill(P, r, k0, 0.0)  # masked weights exactly 0
-                d_values[b, k0:k1] += P.T @ G[b, r:e]
-                dS = G_D[b, r:e] @ v_aug[b, k0:k1].T  # dA - D
+                d_values[s][k0:k1] += P.T @ G[s][r:e]
+                dS = G_D[s][r:e] @ v_aug[s][k0:k1].T  # dA - D
                 run_rows(partial(_multiply_rows, dS, P), e - r, k1 - k0)
-                d_queries[b, r:e] += dS @ k[b, k0:k1]
-                d_keys[b, k0:k1] += dS.T @ q[b, r:e]
+                d_queries[s][r:e] += dS @ k[s][k0:k1]
+                d_keys[s][k0:k1] += dS.T @ q[s][r:e]
     d_queries *= d_queries.dtype.type(scale)
-    return (
-        d_queries.reshape(*lead, n, -1),
-        d_keys.reshape(*lead, m, -1),
-        d_values.reshape(*lead, m, kv),
-    )
+    return d_queries, d_keys, d_values

@@ -140,32 +140,58 @@ class _ProjectedAttention(Module):
         self.dropout = Dropout(check_probability(dropout, "dropout"), rng=generator)
         self.register_buffer("mask", F.causal_mask(self.context_length))
 
-    def _project(self, x: np.ndarray, record: Recorder | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Stage 1: x (..., n, d_in) -> queries, keys, values (..., n, d_out)."""
+    def _project(self, x: np.ndarray, record: Recorder | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
+        """Stage 1: x (..., n, d_in) -> queries, keys, values (..., n, d_out), and the cache.
+
+        The three Linear layers' weights side by side make one product instead of three:
+        ``x @ [W_query^T, W_key^T, W_value^T] (+ [b_query, b_key, b_value])`` is (..., n, 3 d_out),
+        and queries, keys, values are its three column blocks (views, no copies).
+        """
         if record:
             record("x", x)
-        queries = self.W_query(x)
-        keys = self.W_key(x)
-        values = self.W_value(x)
+        layers = (self.W_query, self.W_key, self.W_value)
+        W = np.concatenate([layer.weight.data for layer in layers])  # (3 d_out, d_in)
+        qkv, c_project = F.project_forward(x, W.T)
+        c_bias = None
+        if self.qkv_bias:
+            qkv, c_bias = F.bias_forward(qkv, np.concatenate([layer.bias.data for layer in layers]))  # type: ignore[union-attr]
+        queries, keys, values = np.split(qkv, 3, axis=-1)
         if record:
             record("queries", queries)
             record("keys", keys)
             record("values", values)
-        return queries, keys, values
+        return queries, keys, values, (c_project, c_bias)
 
-    def _project_backward(self, d_queries: np.ndarray, d_keys: np.ndarray, d_values: np.ndarray) -> np.ndarray:
-        """Stage 1 in reverse; x feeds all three projections, so its gradient sums the three paths."""
-        return self.W_query.backward(d_queries) + self.W_key.backward(d_keys) + self.W_value.backward(d_values)
+    def _project_backward(
+        self, d_queries: np.ndarray, d_keys: np.ndarray, d_values: np.ndarray, c_qkv: tuple
+    ) -> np.ndarray:
+        """Stage 1 in reverse; accumulates into the three Linears' grads and returns dx.
+
+        x feeds all three projections, so its gradient sums the three paths: with the gradients
+        side by side, ``dx = [dQ, dK, dV] @ [W_query; W_key; W_value]`` is that sum in one product.
+        """
+        # forward: qkv = x @ [W_query^T, W_key^T, W_value^T] (+ biases); queries, keys, values = split(qkv)
+        c_project, c_bias = c_qkv
+        layers = (self.W_query, self.W_key, self.W_value)
+        d_qkv = np.concatenate([d_queries, d_keys, d_values], axis=-1)
+        if c_bias is not None:
+            d_qkv, d_bias = F.bias_backward(d_qkv, c_bias)
+            for layer, d in zip(layers, np.split(d_bias, 3)):
+                layer.bias.grad += d  # type: ignore[union-attr]
+        dx, dW = F.project_backward(d_qkv, c_project)  # dW (d_in, 3 d_out)
+        for layer, d in zip(layers, np.split(dW, 3, axis=1)):
+            layer.weight.grad += d.T  # forward projected with W = weight^T
+        return dx
 
     def backward(self, grad_output: Any) -> np.ndarray:
         """grad_output (like the output) -> dx (like x); accumulates into every Linear's grads.
 
         Stages 5 to 2 (``kernels.attention_backward``), then stage 1 (the three Linears).
         """
-        c_attention, out_shape = self._saved()
+        c_qkv, c_attention, out_shape = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.weight.dtype)
         d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
-        return self._project_backward(d_queries, d_keys, d_values)
+        return self._project_backward(d_queries, d_keys, d_values, c_qkv)
 
     def _causal_input(self, x: Any) -> tuple[np.ndarray, dict[str, Any]]:
         """Validate a batch (b, n, d_in) with n <= context_length; returns x and the mask argument
@@ -226,10 +252,10 @@ class SelfAttention_v2(_ProjectedAttention):
         """x (n, d_in) or (b, n, d_in) -> context_vec (n, d_out) or (b, n, d_out)."""
         x = as_input(x, self.d_in, self.W_query.weight.dtype)
         record = self._record()
-        queries, keys, values = self._project(x, record)
+        queries, keys, values, c_qkv = self._project(x, record)
         # Stages 2-5: scores, scale + softmax, weights, context.
         context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
-        self._cache = (c_attention, context_vec.shape)
+        self._cache = (c_qkv, c_attention, context_vec.shape)
         return context_vec
 
 
@@ -281,13 +307,13 @@ class CausalAttention(_ProjectedAttention):
         """x (b, n, d_in) -> context_vec (b, n, d_out)."""
         x, mask_arg = self._causal_input(x)
         record = self._record()
-        queries, keys, values = self._project(x, record)
+        queries, keys, values, c_qkv = self._project(x, record)
         b, n = x.shape[:2]
         # Stages 2-5: scores, causal mask + scale + softmax, dropout, context.
         context_vec, c_attention = kernels.attention(
             queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, n, n)), record=record
         )
-        self._cache = (c_attention, context_vec.shape)
+        self._cache = (c_qkv, c_attention, context_vec.shape)
         return context_vec
 
 
@@ -419,7 +445,7 @@ class MultiHeadAttention(_ProjectedAttention):
         """x (b, n, d_in) -> context_vec (b, n, d_out)."""
         x, mask_arg = self._causal_input(x)
         record = self._record()
-        queries, keys, values = self._project(x, record)
+        queries, keys, values, c_qkv = self._project(x, record)
         b, n = x.shape[:2]
         h = self.num_heads
         # (b, n, d_out) -> (b, num_heads, n, head_dim): the heads become a batch axis.
@@ -437,16 +463,16 @@ class MultiHeadAttention(_ProjectedAttention):
         context_vec = self.out_proj(merged)
         if record:
             record("out_proj", context_vec)
-        self._cache = (c_split_q, c_split_k, c_split_v, c_attention, c_merge)
+        self._cache = (c_qkv, c_split_q, c_split_k, c_split_v, c_attention, c_merge)
         return context_vec
 
     def backward(self, grad_output: Any) -> np.ndarray:
         """grad_output (b, n, d_out) -> dx (b, n, d_in); accumulates into every Linear's grads."""
-        c_split_q, c_split_k, c_split_v, c_attention, c_merge = self._saved()
+        c_qkv, c_split_q, c_split_k, c_split_v, c_attention, c_merge = self._saved()
         d_merged = self.out_proj.backward(grad_output)
         (d_context_vec,) = F.merge_heads_backward(d_merged, c_merge)
         d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
         (d_queries,) = F.split_heads_backward(d_queries, c_split_q)
         (d_keys,) = F.split_heads_backward(d_keys, c_split_k)
         (d_values,) = F.split_heads_backward(d_values, c_split_v)
-        return self._project_backward(d_queries, d_keys, d_values)
+        return self._project_backward(d_queries, d_keys, d_values, c_qkv)
