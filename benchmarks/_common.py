@@ -118,12 +118,20 @@ def calibrate(fn: Callable[[], Any], target: float) -> int:
     return max(1, int(target / max(once, 1e-7)))
 
 
-def interleaved(cases: dict[str, Callable[[], Any]], repeats: int, target: float) -> dict[str, float]:
-    """Median seconds per call of each case, sampled round-robin ``repeats`` times."""
+def interleaved(
+    cases: dict[str, Callable[[], Any]], repeats: int, target: float, pause: float = 0.0
+) -> dict[str, float]:
+    """Median seconds per call of each case, sampled round-robin ``repeats`` times.
+
+    ``pause`` seconds of sleep (untimed) before each sample let the previous case's idle threads
+    stop spinning (OpenBLAS and OpenMP workers spin for a while after a call and would otherwise
+    take cores from the next case).
+    """
     numbers = {name: calibrate(fn, target) for name, fn in cases.items()}
     samples: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeats):
         for name, fn in cases.items():
+            time.sleep(pause)
             k = numbers[name]
             start = time.perf_counter()
             for _ in range(k):

@@ -164,7 +164,7 @@ def run_shape(
     for phase, index in (("fwd", 0), ("fwd+bwd", 1)):
         if phase not in args.phases:
             continue
-        med = interleaved({name: fns[index] for name, fns in cases.items()}, args.repeats, args.target)
+        med = interleaved({name: fns[index] for name, fns in cases.items()}, args.repeats, args.target, args.pause)
         ms = {name: 1e3 * t for name, t in med.items()}
         row: dict[str, Any] = {
             "shape": f"({b}, {n}, {d}, {h})",
@@ -208,6 +208,7 @@ def main() -> None:
         default=128.0,
         help="time the reference path only when one (b, h, n, n) buffer is at most this many MiB (default 128)",
     )
+    parser.add_argument("--pause", type=float, default=0.2, help="untimed sleep before each sample, s (default 0.2)")
     parser.add_argument("--torch-no-grad", action="store_true", help="time PyTorch's forward under torch.no_grad()")
     args = parser.parse_args()
     shapes = [tuple(int(v) for v in s.split(",")) for s in args.shapes] if args.shapes else SHAPES

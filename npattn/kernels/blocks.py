@@ -1,18 +1,27 @@
-"""Shared helpers of the fast paths (fused, tiled): input checks, row-parallel elementwise work on a
-small thread pool (one thread per core), the causal mask on a block.
+"""Shared helpers of the fast paths (fused, tiled): input checks, parallel work on a small thread
+pool (one thread per core), the causal mask on a block.
 
-NumPy releases the GIL inside its ufunc loops, so two Python threads that each run ``np.exp``,
-``np.subtract``, ... on their own rows use two cores. BLAS calls are never made from the pool:
-the fast paths alternate between a matrix product (in the calling thread, where OpenBLAS uses its
-own threads) and an elementwise phase (here), so the two never compete for the cores.
+NumPy releases the GIL inside its ufunc loops and BLAS calls, so Python threads that work on
+their own rows or slabs use several cores. Two ways to split the work:
+
+- ``run_rows``: one elementwise phase, its rows split over the pool, while the matrix products run
+  in the calling thread (where BLAS uses its own threads), so the two never compete for the cores.
+- ``run_slabs``: whole (n, k) slabs (one head of one sequence each) split over the pool, each
+  worker running its products on one BLAS thread and its elementwise work in its own cache. One
+  hand-off per call instead of one per product and per phase: every multi-threaded BLAS call and
+  every hand-off waits for the slowest thread, and on a busy machine that wait is what costs
+  most. It needs a BLAS whose thread count can be set for the duration (``threadpoolctl``,
+  installed with ``pip install npattn[fast]``); without it, slabs run one after the other in
+  the calling thread with ``run_rows``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +40,8 @@ __all__ = [
     "num_workers",
     "row_dot",
     "run_rows",
+    "run_slabs",
+    "serial_rows",
 ]
 
 MIN_PARALLEL_ELEMENTS = 1 << 17
@@ -71,6 +82,60 @@ def run_rows(fn: Callable[[int, int], None], n_rows: int, row_elements: int) -> 
     fn(*first)
     for f in futures:
         f.result()
+
+
+def serial_rows(fn: Callable[[int, int], None], n_rows: int, row_elements: int) -> None:
+    """``run_rows`` in the calling thread: ``fn(0, n_rows)`` (what a pool worker uses)."""
+    fn(0, n_rows)
+
+
+RowRunner = Callable[[Callable[[int, int], None], int, int], None]
+_blas: Any = None  # threadpoolctl's controller of the loaded BLAS, False when unavailable
+
+
+def _one_blas_thread() -> Any:
+    """A context manager that keeps BLAS on one thread, or None when that cannot be done."""
+    global _blas
+    if _blas is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _blas = ThreadpoolController().select(user_api="blas") or False
+        except ImportError:
+            _blas = False
+    return _blas.limit(limits=1) if _blas else None
+
+
+def run_slabs(fn: Callable[[tuple, RowRunner], None], slabs: Sequence[tuple], slab_elements: int) -> None:
+    """Call ``fn(s, rows)`` for every slab index s; ``rows`` is the row runner fn must use.
+
+    Split over the pool (BLAS on one thread, ``rows = serial_rows``) when there are several
+    slabs and cores, the work is at least MIN_PARALLEL_ELEMENTS and BLAS threads can be limited;
+    else one slab after another in the calling thread with ``rows = run_rows``. ``fn`` must
+    write only its own slab's outputs.
+    """
+    workers = min(num_workers(), len(slabs))
+    limit = None
+    if workers > 1 and len(slabs) * slab_elements >= MIN_PARALLEL_ELEMENTS:
+        limit = _one_blas_thread()
+    if limit is None:
+        for s in slabs:
+            fn(s, run_rows)
+        return
+
+    def chunk(part: Sequence[tuple]) -> None:
+        for s in part:
+            fn(s, serial_rows)
+
+    bounds = [len(slabs) * i // workers for i in range(workers + 1)]
+    first, *rest = (slabs[a:b] for a, b in pairwise(bounds))
+    with limit:  # BLAS back to its own thread count on the way out
+        futures = [_get_pool().submit(chunk, part) for part in rest]
+        try:
+            chunk(first)
+        finally:
+            for f in futures:
+                f.result()
 
 
 _TRIU: dict[int, np.ndarray] = {}

@@ -40,13 +40,23 @@ from functools import partial
 import numpy as np
 
 from npattn._checks import check_positive_int
-from npattn.kernels.blocks import augment, causal_fill, check_qkv, flush_below, key_end, like, row_dot, run_rows
+from npattn.kernels.blocks import (
+    RowRunner,
+    augment,
+    causal_fill,
+    check_qkv,
+    flush_below,
+    key_end,
+    like,
+    row_dot,
+    run_slabs,
+)
 
 __all__ = ["DEFAULT_BLOCK_K", "DEFAULT_BLOCK_Q", "tiled_backward", "tiled_forward"]
 
-DEFAULT_BLOCK_Q = 1024
-DEFAULT_BLOCK_K = 512
-"""Default block sizes: a (1024, 512) float32 block of scores is 2 MiB, split over two cores (2 MiB L2 each)."""
+DEFAULT_BLOCK_Q = 128
+DEFAULT_BLOCK_K = 2048
+"""Default block sizes: a (128, 2048) float32 block of scores is 1 MiB, in one core's L2 (2 MiB)."""
 
 
 def _blocks(size: int, block: int) -> list[tuple[int, int]]:
@@ -112,7 +122,9 @@ def tiled_forward(
     dtype = q.dtype
     out = like(queries, kv)  # laid out like queries: heads merge back without a copy
     L = np.empty(queries.shape[:-1], dtype=dtype)
-    for s in np.ndindex(*queries.shape[:-2]):  # one (n, k) slab at a time: one head of one sequence
+
+    def forward_slab(s: tuple, rows: RowRunner) -> None:
+        """One (n, k) slab (one head of one sequence): out[s] and L[s]."""
         for a, e in _blocks(n, block_q):
             mx = np.full(e - a, -np.inf, dtype=dtype)
             alpha = np.empty(e - a, dtype=dtype)
@@ -122,7 +134,7 @@ def tiled_forward(
                 S = q[s][r:e] @ keys[s][k0:k1].T
                 if _crosses(r, k0, k1, causal):
                     causal_fill(S, r, k0, -np.inf)
-                run_rows(partial(_online_softmax_rows, S, mx[r - a :], alpha[r - a :]), e - r, k1 - k0)
+                rows(partial(_online_softmax_rows, S, mx[r - a :], alpha[r - a :]), e - r, k1 - k0)
                 if _crosses(r, k0, k1, causal):
                     causal_fill(S, r, k0, 0.0)  # masked weights exactly 0
                 acc[r - a :] *= alpha[r - a :, None]
@@ -130,6 +142,8 @@ def tiled_forward(
             l = acc[:, kv]
             np.divide(acc[:, :kv], l[:, None], out=out[s][a:e])
             L[s][a:e] = mx + np.log(l)
+
+    run_slabs(forward_slab, list(np.ndindex(*queries.shape[:-2])), n * m)
     return out, (q, keys, v_aug, out, L, scale, causal, block_q, block_k)
 
 
@@ -146,18 +160,22 @@ def tiled_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
     d_queries, d_keys, d_values = like(q, q.shape[-1]), like(k, k.shape[-1]), like(k, kv)
     for grad in (d_queries, d_keys, d_values):
         grad.fill(0.0)
-    for s in np.ndindex(*q.shape[:-2]):
+
+    def backward_slab(s: tuple, rows: RowRunner) -> None:
+        """One slab's d_queries[s], d_keys[s], d_values[s]."""
         for a, e in _blocks(n, block_q):
             for k0, k1 in _blocks(key_end(e, m, causal), block_k):
                 r = _first_row(a, k0, causal)
                 P = q_L[s][r:e] @ k_1[s][k0:k1].T  # scores - L
-                run_rows(partial(_exp_rows, P), e - r, k1 - k0)
+                rows(partial(_exp_rows, P), e - r, k1 - k0)
                 if _crosses(r, k0, k1, causal):
                     causal_fill(P, r, k0, 0.0)  # masked weights exactly 0
                 d_values[s][k0:k1] += P.T @ G[s][r:e]
                 dS = G_D[s][r:e] @ v_aug[s][k0:k1].T  # dA - D
-                run_rows(partial(_multiply_rows, dS, P), e - r, k1 - k0)
+                rows(partial(_multiply_rows, dS, P), e - r, k1 - k0)
                 d_queries[s][r:e] += dS @ k[s][k0:k1]
                 d_keys[s][k0:k1] += dS.T @ q[s][r:e]
+
+    run_slabs(backward_slab, list(np.ndindex(*q.shape[:-2])), n * m)
     d_queries *= d_queries.dtype.type(scale)
     return d_queries, d_keys, d_values
