@@ -209,8 +209,8 @@ def like(a: np.ndarray, last: int) -> np.ndarray:
     Heads split from (b, n, d_out) are a (b, h, n, hd) view of (b, n, h, hd) memory; an output or
     gradient laid out the same way merges back to (b, n, d_out) without a copy.
     """
-    order = sorted(range(a.ndim - 1), key=lambda i: a.strides[i], reverse=True) + [a.ndim - 1]
-    shape = [a.shape[i] for i in order[:-1]] + [last]
+    order = [*sorted(range(a.ndim - 1), key=lambda i: a.strides[i], reverse=True), a.ndim - 1]
+    shape = [*(a.shape[i] for i in order[:-1]), last]
     return np.empty(shape, dtype=a.dtype).transpose(np.argsort(order))
 
 

@@ -74,6 +74,14 @@ def _multiply_rows(dS: np.ndarray, E: np.ndarray, r0: int, r1: int) -> None:
     np.multiply(dS[r0:r1], E[r0:r1], out=dS[r0:r1])
 
 
+def _exp_slab_rows(E: np.ndarray, row0: int, causal: bool, b: int, r0: int, r1: int) -> None:
+    _exp_rows(E[b], r0, r1, row0, causal)
+
+
+def _multiply_slab_rows(dS: np.ndarray, E: np.ndarray, b: int, r0: int, r1: int) -> None:
+    _multiply_rows(dS[b], E[b], r0, r1)
+
+
 def _each_slab_rows(fn: Callable[[int, int, int], None], B: int, n: int, m: int) -> None:
     """Run ``fn(b, r0, r1)`` over every slab b, its rows split over the cores."""
     for b in range(B):
@@ -117,7 +125,7 @@ def fused_forward(
         end = key_end(e, m, causal)
         E_block = E[:, a:e, :end]
         np.matmul(q[:, a:e], T(k[:, :end]), out=E_block)  # scaled scores
-        _each_slab_rows(lambda b, r0, r1: _exp_rows(E_block[b], r0, r1, a, causal), B, e - a, end)
+        _each_slab_rows(partial(_exp_slab_rows, E_block, a, causal), B, e - a, end)
         np.matmul(E_block, v_aug[:, :end], out=Z_l[:, a:e])  # [E v, rowsum(E)]
     l_inv = np.reciprocal(Z_l[..., kv:])  # (B, n, 1)
     out = np.multiply(Z_l[..., :kv], l_inv)
@@ -142,7 +150,7 @@ def fused_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
         E_block = E[:, a:e, :end]
         d_values[:, :end] += np.matmul(T(E_block), G_l[:, a:e])  # A^T G = E^T (G / l)
         dS = np.matmul(G_D[:, a:e], T(v_aug[:, :end]))  # (dA - D) / l
-        _each_slab_rows(lambda b, r0, r1: _multiply_rows(dS[b], E_block[b], r0, r1), B, e - a, end)
+        _each_slab_rows(partial(_multiply_slab_rows, dS, E_block), B, e - a, end)
         # dS = A * (dA - D): the gradient w.r.t. the scaled scores (scale q) k^T.
         np.matmul(dS, k[:, :end], out=d_queries[:, a:e])
         d_keys[:, :end] += np.matmul(T(dS), q[:, a:e])

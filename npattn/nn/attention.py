@@ -78,32 +78,30 @@ class SelfAttention_v1(Module):
         record = self._record()
         if record:
             record("x", x)
-        # Stage 1: project the same input three ways.
-        queries, c_query = F.project_forward(x, self.W_query.data)
-        keys, c_key = F.project_forward(x, self.W_key.data)
-        values, c_value = F.project_forward(x, self.W_value.data)
+        # Stage 1: project the same input three ways (as one product).
+        (queries, keys, values), c_project = F.project_qkv_forward(
+            x, self.W_query.data, self.W_key.data, self.W_value.data
+        )
         if record:
             record("queries", queries)
             record("keys", keys)
             record("values", values)
         # Stages 2-5: scores, scale + softmax, weights, context.
         context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
-        self._cache = (c_query, c_key, c_value, c_attention, context_vec.shape)
+        self._cache = (c_project, c_attention, context_vec.shape)
         return context_vec
 
     def backward(self, grad_output: Any) -> np.ndarray:
         """grad_output (like the output) -> dx (like x); accumulates into W_query/W_key/W_value.grad."""
-        c_query, c_key, c_value, c_attention, out_shape = self._saved()
+        c_project, c_attention, out_shape = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.dtype)
         d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
-        dx_query, dW_query = F.project_backward(d_queries, c_query)
-        dx_key, dW_key = F.project_backward(d_keys, c_key)
-        dx_value, dW_value = F.project_backward(d_values, c_value)
+        # x feeds all three projections, so dx sums the three paths (one product).
+        dx, dW_query, dW_key, dW_value = F.project_qkv_backward(d_queries, d_keys, d_values, c_project)
         self.W_query.grad += dW_query
         self.W_key.grad += dW_key
         self.W_value.grad += dW_value
-        # x feeds all three projections, so its gradient sums the three paths.
-        return dx_query + dx_key + dx_value
+        return dx
 
 
 class _ProjectedAttention(Module):
@@ -143,19 +141,17 @@ class _ProjectedAttention(Module):
     def _project(self, x: np.ndarray, record: Recorder | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
         """Stage 1: x (..., n, d_in) -> queries, keys, values (..., n, d_out), and the cache.
 
-        The three Linear layers' weights side by side make one product instead of three:
-        ``x @ [W_query^T, W_key^T, W_value^T] (+ [b_query, b_key, b_value])`` is (..., n, 3 d_out),
-        and queries, keys, values are its three column blocks (views, no copies).
+        The three Linear layers as one product (``F.project_qkv_forward``, weights side by side),
+        then each layer's bias.
         """
         if record:
             record("x", x)
         layers = (self.W_query, self.W_key, self.W_value)
-        W = np.concatenate([layer.weight.data for layer in layers])  # (3 d_out, d_in)
-        qkv, c_project = F.project_forward(x, W.T)
-        c_bias = None
+        qkv, c_project = F.project_qkv_forward(x, *(layer.weight.data.T for layer in layers))
+        c_bias: list = [None, None, None]
         if self.qkv_bias:
-            qkv, c_bias = F.bias_forward(qkv, np.concatenate([layer.bias.data for layer in layers]))  # type: ignore[union-attr]
-        queries, keys, values = np.split(qkv, 3, axis=-1)
+            qkv, c_bias = zip(*(F.bias_forward(y, layer.bias.data) for y, layer in zip(qkv, layers)))  # type: ignore
+        queries, keys, values = qkv
         if record:
             record("queries", queries)
             record("keys", keys)
@@ -165,22 +161,18 @@ class _ProjectedAttention(Module):
     def _project_backward(
         self, d_queries: np.ndarray, d_keys: np.ndarray, d_values: np.ndarray, c_qkv: tuple
     ) -> np.ndarray:
-        """Stage 1 in reverse; accumulates into the three Linears' grads and returns dx.
-
-        x feeds all three projections, so its gradient sums the three paths: with the gradients
-        side by side, ``dx = [dQ, dK, dV] @ [W_query; W_key; W_value]`` is that sum in one product.
-        """
-        # forward: qkv = x @ [W_query^T, W_key^T, W_value^T] (+ biases); queries, keys, values = split(qkv)
+        """Stage 1 in reverse: accumulates into the three Linears' grads; returns dx (the sum of
+        the three paths, ``F.project_qkv_backward``)."""
         c_project, c_bias = c_qkv
         layers = (self.W_query, self.W_key, self.W_value)
-        d_qkv = np.concatenate([d_queries, d_keys, d_values], axis=-1)
-        if c_bias is not None:
-            d_qkv, d_bias = F.bias_backward(d_qkv, c_bias)
-            for layer, d in zip(layers, np.split(d_bias, 3)):
-                layer.bias.grad += d  # type: ignore[union-attr]
-        dx, dW = F.project_backward(d_qkv, c_project)  # dW (d_in, 3 d_out)
-        for layer, d in zip(layers, np.split(dW, 3, axis=1)):
-            layer.weight.grad += d.T  # forward projected with W = weight^T
+        d_qkv = [d_queries, d_keys, d_values]
+        for i, (layer, cache) in enumerate(zip(layers, c_bias)):
+            if cache is not None:
+                d_qkv[i], d_bias = F.bias_backward(d_qkv[i], cache)
+                layer.bias.grad += d_bias  # type: ignore[union-attr]
+        dx, *dWs = F.project_qkv_backward(d_qkv[0], d_qkv[1], d_qkv[2], c_project)
+        for layer, dW in zip(layers, dWs):
+            layer.weight.grad += dW.T  # forward projected with W = weight^T
         return dx
 
     def backward(self, grad_output: Any) -> np.ndarray:

@@ -41,6 +41,8 @@ class Parameter:
 
     @data.setter
     def data(self, value: Any) -> None:
+        if value is getattr(self, "_data", None):  # ``p.data -= lr * p.grad`` changed it in place
+            return
         arr = as_array(value, "Parameter data")
         self._data = arr
         grad = getattr(self, "grad", None)
@@ -223,8 +225,10 @@ class Module:
 
     def zero_grad(self) -> None:
         """Set every Parameter's ``.grad`` to zeros, in place (grads are never None in npattn)."""
-        for param in self.parameters():
-            param.grad[...] = 0
+        # A module without children owns all its parameters: no need to walk the tree.
+        params = self.parameters() if self._modules else self._parameters.values()
+        for param in params:
+            param.grad.fill(0)
 
     def to(self, dtype: Any) -> Module:
         """Convert parameters, their grads and floating buffers to ``dtype`` (float32/float64); returns self.
