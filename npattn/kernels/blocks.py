@@ -42,6 +42,7 @@ __all__ = [
     "run_rows",
     "run_slabs",
     "serial_rows",
+    "splits_slabs",
 ]
 
 MIN_PARALLEL_ELEMENTS = 1 << 17
@@ -93,8 +94,8 @@ RowRunner = Callable[[Callable[[int, int], None], int, int], None]
 _blas: Any = None  # threadpoolctl's controller of the loaded BLAS, False when unavailable
 
 
-def _one_blas_thread() -> Any:
-    """A context manager that keeps BLAS on one thread, or None when that cannot be done."""
+def _blas_controller() -> Any:
+    """threadpoolctl's controller of the loaded BLAS libraries, or False without threadpoolctl."""
     global _blas
     if _blas is None:
         try:
@@ -103,7 +104,12 @@ def _one_blas_thread() -> Any:
             _blas = ThreadpoolController().select(user_api="blas") or False
         except ImportError:
             _blas = False
-    return _blas.limit(limits=1) if _blas else None
+    return _blas
+
+
+def splits_slabs(count: int) -> bool:
+    """Whether ``run_slabs`` can split ``count`` slabs over the cores (with BLAS on one thread)."""
+    return count > 1 and num_workers() > 1 and bool(_blas_controller())
 
 
 def run_slabs(fn: Callable[[tuple, RowRunner], None], slabs: Sequence[tuple], slab_elements: int) -> None:
@@ -115,10 +121,7 @@ def run_slabs(fn: Callable[[tuple, RowRunner], None], slabs: Sequence[tuple], sl
     write only its own slab's outputs.
     """
     workers = min(num_workers(), len(slabs))
-    limit = None
-    if workers > 1 and len(slabs) * slab_elements >= MIN_PARALLEL_ELEMENTS:
-        limit = _one_blas_thread()
-    if limit is None:
+    if not (splits_slabs(len(slabs)) and len(slabs) * slab_elements >= MIN_PARALLEL_ELEMENTS):
         for s in slabs:
             fn(s, run_rows)
         return
@@ -129,7 +132,7 @@ def run_slabs(fn: Callable[[tuple, RowRunner], None], slabs: Sequence[tuple], sl
 
     bounds = [len(slabs) * i // workers for i in range(workers + 1)]
     first, *rest = (slabs[a:b] for a, b in pairwise(bounds))
-    with limit:  # BLAS back to its own thread count on the way out
+    with _blas_controller().limit(limits=1):  # BLAS back to its own thread count on the way out
         futures = [_get_pool().submit(chunk, part) for part in rest]
         try:
             chunk(first)

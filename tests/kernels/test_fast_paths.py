@@ -250,6 +250,12 @@ def test_choose_impl_rules(monkeypatch):
         assert kernels.choose_impl(impl, mid, mid, mid, dropout=True) == "reference"
         assert kernels.choose_impl(impl, mid, mid, mid, record=lambda name, a: None) == "reference"
     assert kernels.choose_impl("auto", mid[:192], mid[:192], mid[:192]) == "reference"
+    heads = np.zeros((2, 3, 256, 8))  # several slabs: tiled when they can be split over the cores
+    monkeypatch.setattr(blocks, "_blas", False)
+    assert kernels.choose_impl("auto", heads, heads, heads) == "fused"
+    monkeypatch.setattr(blocks, "_blas", True)
+    monkeypatch.setattr(blocks, "num_workers", lambda: 2)
+    assert kernels.choose_impl("auto", heads, heads, heads) == "tiled"
     monkeypatch.setattr(dispatch, "AUTO_TILED_BYTES", 256 * 256 * 8 - 1)
     assert kernels.choose_impl("auto", mid, mid, mid) == "tiled"
     assert (
