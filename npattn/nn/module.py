@@ -41,7 +41,7 @@ class Parameter:
 
     @data.setter
     def data(self, value: Any) -> None:
-        if value is getattr(self, "_data", None):  # ``p.data -= lr * p.grad`` changed it in place
+        if "_data" in self.__dict__ and value is self._data:  # ``p.data -= lr * p.grad``: changed in place
             return
         arr = as_array(value, "Parameter data")
         self._data = arr
