@@ -80,6 +80,16 @@ def blas_info() -> dict[str, Any]:
     return info
 
 
+def threadpool_info() -> list[dict[str, Any]] | None:
+    """threadpoolctl's view of the loaded BLAS and OpenMP libraries (None without threadpoolctl)."""
+    try:
+        from threadpoolctl import threadpool_info as info
+    except ImportError:
+        return None
+    keys = ("user_api", "internal_api", "version", "num_threads", "threading_layer", "architecture", "prefix")
+    return [{k: lib.get(k) for k in keys if lib.get(k) is not None} for lib in info()]
+
+
 def environment(torch: Any) -> dict[str, Any]:
     env = {
         "python": platform.python_version(),
@@ -88,7 +98,8 @@ def environment(torch: Any) -> dict[str, Any]:
         "cores": num_workers(),
         "npattn_pool_threads": num_workers(),
         "blas": blas_info(),
-        "thread_env": {k: v for k, v in os.environ.items() if k.endswith("NUM_THREADS")},
+        "thread_env": {k: v for k, v in os.environ.items() if k.endswith("NUM_THREADS") or k.startswith("OPENBLAS_")},
+        "threadpoolctl": threadpool_info(),
         "torch": None,
         "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
@@ -108,6 +119,13 @@ def print_environment(env: dict[str, Any]) -> None:
         + (f"torch {torch['version']}, intra-op threads {torch['threads']}" if torch else "torch not installed")
     )
     print(f"# thread environment variables: {env['thread_env'] or 'none set'}")
+    libs = env["threadpoolctl"]
+    if libs is None:
+        print("# threadpoolctl not installed: the tiled path runs its slabs one after another")
+    else:
+        fields = ("internal_api", "version", "architecture")
+        names = [" ".join(str(lib[k]) for k in fields if k in lib) for lib in libs]
+        print("# threadpoolctl: " + "; ".join(f"{n}, {lib.get('num_threads')} threads" for n, lib in zip(names, libs)))
 
 
 def calibrate(fn: Callable[[], Any], target: float) -> int:

@@ -30,6 +30,8 @@ class Parameter:
         DTypeError: data that is not real floating point (ints are converted to float64).
     """
 
+    _data: np.ndarray
+
     def __init__(self, data: Any, requires_grad: bool = True) -> None:
         self.requires_grad = requires_grad
         self.data = data
@@ -41,7 +43,7 @@ class Parameter:
 
     @data.setter
     def data(self, value: Any) -> None:
-        if "_data" in self.__dict__ and value is self._data:  # ``p.data -= lr * p.grad``: changed in place
+        if "_data" in self.__dict__ and value is self.__dict__["_data"]:  # ``p.data -= lr * p.grad``: in place
             return
         arr = as_array(value, "Parameter data")
         self._data = arr
