@@ -20,8 +20,10 @@ matrix products do the rest (row sums and the D subtraction ride along as an ext
 The weights are never normalised in the n x m buffer: dividing by l is done on the (n, kv) side
 of each product instead. The elementwise passes run on the rows split over the cores
 (``npattn.kernels.blocks.run_rows``); the matrix products run in the calling thread (BLAS threads its
-own). Causal masking (``causal=True``: the book's mask, key j > query i masked) sets masked scores
-to -inf before the row maximum, so E is exactly 0 there and so is every gradient through it.
+own). Causal masking (``causal=True``: the book's mask, key j > query i masked) splits the query rows
+into CAUSAL_BLOCKS row blocks, each multiplied only with the keys up to its last query (the
+products skip nearly half of the n x m work), and sets masked scores to -inf before the row
+maximum, so E is exactly 0 there and so is every gradient through it.
 Weights under exp(flush_below) (float32 1e-31, float64 1e-292) are raised to it rather than left
 subnormal (``npattn.kernels.blocks.flush_below``: subnormal arithmetic is many times slower on x86).
 Results equal ``attention_forward`` / ``attention_backward`` to rounding (1e-12 in float64).

@@ -22,11 +22,18 @@ blocks K_j, V_j (scale folded into the queries: q = scale * queries):
 
 Row sums come out of the matrix products ([V_j, 1] gives P~ V_j and rowsum(P~) in one call), and
 subtracting L_i and D_i is folded into them too ([q_i, -L_i] @ [K_j, 1]^T), so the elementwise work
-per block is: max, subtract, exp (forward); exp, multiply (backward); on the rows split over the
-cores. ``causal=True`` (the book's mask: key j > query i masked) skips every block that lies wholly
-above the diagonal, and in a block the diagonal crosses, the query rows that precede every key of
-the block; it masks only what is left of the diagonal's band. Any n and m: the last block of
-each axis is simply shorter. Memory: O((n + m) k) plus one (bq, bk) block of scores per step.
+per block is: max, subtract, exp (forward); exp, multiply (backward). ``causal=True`` (the book's
+mask: key j > query i masked) never touches a key after a query block's last query
+(``blocks.key_end``), and in a key block the diagonal crosses, skips the query rows that precede
+every key of the block; it masks only what is left of the diagonal's band. Any n and m: the last
+block of each axis is simply shorter. Memory: O((n + m) k) plus one (bq, bk) block of scores per
+step and core.
+
+Slabs (one head of one sequence: the leading axes) are independent. They are read in place,
+strided views of the caller's arrays (heads split from (b, n, d_out) need no copy), outputs and
+gradients are laid out like the inputs (``blocks.like``: the heads merge back without a copy),
+and ``blocks.run_slabs`` splits them over the cores, each worker with one BLAS thread; one slab
+alone runs in the calling thread with its elementwise work split by rows.
 As in ``npattn.fused``, weights are kept at or above exp(flush_below) (float32 1e-31) so that none
 is subnormal (``blocks.flush_below``); masked weights are exactly 0.
 Dropout is not tiled: ``npattn.kernels.attention`` runs the reference path when dropout is on.
