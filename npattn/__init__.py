@@ -7,15 +7,14 @@ Layers, bottom to top (no import runs upward; tests/test_layout.py enforces it):
     kernels                  stages 2-5 three ways (reference, fused, tiled) and the dispatcher
     nn                       Parameter/Module, Linear/Dropout, losses, the chapter-3 classes
     optim, gradcheck         SGD/Adam/AdamW; finite-difference gradient checks
-    train                    the fit loop, L-BFGS, tasks, checkpoints
+    train                    the fit loop, L-BFGS, tasks, checkpoints; text, tokenizers and the
+                             chapter-5 loop that trains a GPT (train_lm)
     debug                    predict, trace, row checks, compare, diagnose, user-code checks
     cli                      the ``npattn`` command
 See docs/architecture.md.
 """
 
-import sys as _sys
-
-from npattn import debug, kernels, nn, optim, train
+from npattn import _compat, debug, kernels, nn, optim, random, train
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.debug import (
     CATALOGUE,
@@ -54,10 +53,16 @@ from npattn.errors import (
 from npattn.gradcheck import GradcheckReport, TensorCheck, gradcheck, gradcheck_stage
 from npattn.kernels import fused, tiled
 from npattn.nn import (
+    GELU,
+    GPT_CONFIG_124M,
     CausalAttention,
     CrossEntropyLoss,
     Dropout,
+    Embedding,
+    FeedForward,
+    GPTModel,
     IncompatibleKeys,
+    LayerNorm,
     Linear,
     Module,
     ModuleList,
@@ -67,39 +72,50 @@ from npattn.nn import (
     Parameter,
     SelfAttention_v1,
     SelfAttention_v2,
+    Sequential,
+    TransformerBlock,
     functional,
+    generate_text_simple,
     losses,
 )
-from npattn.random import TorchGenerator
-from npattn.train import History, fit, fit_lbfgs, load, load_metadata, save, tasks, train_task
+from npattn.random import TorchGenerator, default_generator, initial_seed, manual_seed, rand, randn, seed
+from npattn.train import (
+    BPETokenizer,
+    CharTokenizer,
+    GPTDatasetV1,
+    History,
+    LMHistory,
+    calc_loss_batch,
+    calc_loss_loader,
+    create_dataloader_v1,
+    default_corpus,
+    fit,
+    fit_lbfgs,
+    generate,
+    load,
+    load_metadata,
+    run_lm,
+    save,
+    tasks,
+    text_to_token_ids,
+    token_ids_to_text,
+    train_lm,
+    train_task,
+)
 
-# The flat module paths of npattn 0.1 stay importable (``from npattn.functional import ...``,
-# ``import npattn.tasks``): each is the module, or package, that now holds its contents.
-_OLD_PATHS = {
-    "functional": "npattn.nn.functional",
-    "module": "npattn.nn.module",
-    "layers": "npattn.nn.layers",
-    "attention": "npattn.nn.attention",
-    "losses": "npattn.nn.losses",
-    "fused": "npattn.kernels.fused",
-    "tiled": "npattn.kernels.tiled",
-    "tasks": "npattn.train.tasks",
-    "checkpoint": "npattn.train.checkpoint",
-    "diagnose": "npattn.debug.diagnose",
-    "stagecheck": "npattn.debug.stagecheck",
-    "usercode": "npattn.debug.usercode",
-    "trace": "npattn.debug",
-}
-for _old, _new in _OLD_PATHS.items():
-    _sys.modules.setdefault(f"npattn.{_old}", _sys.modules[_new])
+_compat.register_old_paths()  # npattn 0.1's flat module paths (npattn.functional, ...) still import
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BOOK_TOKENS",
     "CATALOGUE",
+    "GELU",
+    "GPT_CONFIG_124M",
+    "BPETokenizer",
     "BackwardError",
     "CausalAttention",
+    "CharTokenizer",
     "CheckReport",
     "CheckpointError",
     "Comparison",
@@ -108,10 +124,16 @@ __all__ = [
     "DTypeError",
     "Diagnosis",
     "Dropout",
+    "Embedding",
+    "FeedForward",
+    "GPTDatasetV1",
+    "GPTModel",
     "GradcheckError",
     "GradcheckReport",
     "History",
     "IncompatibleKeys",
+    "LMHistory",
+    "LayerNorm",
     "Linear",
     "MSELoss",
     "Mistake",
@@ -125,6 +147,7 @@ __all__ = [
     "RowCheck",
     "SelfAttention_v1",
     "SelfAttention_v2",
+    "Sequential",
     "ShapeCheck",
     "ShapeError",
     "ShapePrediction",
@@ -133,36 +156,54 @@ __all__ = [
     "TorchGenerator",
     "Trace",
     "TrainingError",
+    "TransformerBlock",
     "__version__",
     "book_batch",
     "book_inputs",
+    "calc_loss_batch",
+    "calc_loss_loader",
     "check_attention",
     "check_rows",
     "check_rows_of",
     "check_shapes",
     "compare",
+    "create_dataloader_v1",
     "debug",
+    "default_corpus",
+    "default_generator",
     "diagnose",
     "fit",
     "fit_lbfgs",
     "functional",
     "fused",
+    "generate",
+    "generate_text_simple",
     "gradcheck",
     "gradcheck_pipeline",
     "gradcheck_stage",
+    "initial_seed",
     "kernels",
     "load",
     "load_metadata",
     "losses",
+    "manual_seed",
     "nn",
     "optim",
     "predict_shapes",
     "predict_shapes_for",
+    "rand",
+    "randn",
+    "random",
+    "run_lm",
     "save",
+    "seed",
     "tasks",
+    "text_to_token_ids",
     "tiled",
+    "token_ids_to_text",
     "trace",
     "train",
+    "train_lm",
     "train_task",
     "weights_of",
 ]

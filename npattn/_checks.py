@@ -21,12 +21,15 @@ __all__ = [
     "check_nonnegative_int",
     "check_positive_int",
     "check_probability",
+    "grad_problem",
 ]
 
 
 def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.ndarray:
     """Convert ``value`` (ndarray or nested lists of numbers) to a real floating ndarray.
 
+    A PyTorch tensor (anything with ``detach``, ``cpu`` and ``numpy`` methods; torch is never
+    imported) is taken as ``tensor.detach().cpu().numpy()``, so one that requires grad works too.
     Integers and booleans are accepted like NumPy would and converted to ``dtype``
     (default float64 for non-float input; float input keeps its dtype when ``dtype`` is None).
 
@@ -35,6 +38,7 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
         DTypeError: complex, object, string or other non-numeric data.
     """
     if not isinstance(value, np.ndarray):
+        value = _from_tensor(value)
         try:
             arr = np.asarray(value)
         except ValueError as exc:  # ragged lists in NumPy >= 1.24
@@ -53,6 +57,13 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
     if arr.dtype.kind != "f":
         return arr.astype(np.float64)
     return arr
+
+
+def _from_tensor(value: Any) -> Any:
+    """``value.detach().cpu().numpy()`` for a torch tensor (duck-typed), else ``value`` unchanged."""
+    if all(callable(getattr(value, name, None)) for name in ("detach", "cpu", "numpy")):
+        return value.detach().cpu().numpy()
+    return value
 
 
 def as_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:
@@ -173,3 +184,28 @@ def check_probability(value: Any, name: str) -> float:
     if not 0.0 <= float(value) < 1.0:
         raise ConfigError(f"{name} must lie in [0, 1), got {value}")
     return float(value)
+
+
+def grad_problem(grad: Any, data: np.ndarray, shape: tuple[int, ...] | None = None) -> str | None:
+    """Why a Parameter's ``grad`` cannot take ``+= d`` for a gradient d of ``shape`` (None if it can).
+
+    ``grad`` must be None (backward starts it from zeros) or a writeable ndarray of ``data``'s
+    shape and dtype; ``shape`` must be ``data``'s (the parameter was not replaced since forward).
+    """
+    if grad is None:
+        return None if shape is None or shape == data.shape else f"cannot take a gradient of shape {shape}"
+    if type(grad) is np.ndarray and grad.shape == data.shape and grad.dtype == data.dtype and grad.flags.writeable:
+        if shape is None or shape == data.shape:
+            return None
+        return (
+            f"has shape {data.shape} but the last forward's parameter had shape {shape} "
+            "(the parameter was replaced since; run forward again)"
+        )
+    if type(grad) is not np.ndarray:
+        return f"is a {type(grad).__name__}, expected None or an ndarray of shape {data.shape} and dtype {data.dtype}"
+    if grad.shape != data.shape or grad.dtype != data.dtype:
+        return (
+            f"has shape {grad.shape} and dtype {grad.dtype}, expected the parameter's shape {data.shape} "
+            f"and dtype {data.dtype}"
+        )
+    return "is read-only (its flags.writeable is False)"

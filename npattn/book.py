@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from npattn._checks import check_float_dtype
+
 __all__ = ["BOOK_TOKENS", "book_batch", "book_inputs"]
 
 BOOK_TOKENS = ("Your", "journey", "starts", "with", "one", "step")
@@ -19,8 +21,12 @@ _INPUTS = [
 
 
 def book_inputs(dtype: type = np.float32) -> np.ndarray:
-    """The book's ``inputs`` tensor, shape (6, 3), float32 like ``torch.tensor`` by default."""
-    return np.array(_INPUTS, dtype=dtype)
+    """The book's ``inputs`` tensor, shape (6, 3), float32 like ``torch.tensor`` by default.
+
+    Raises:
+        DTypeError: ``dtype`` is not a floating dtype.
+    """
+    return np.array(_INPUTS, dtype=check_float_dtype(dtype, "book_inputs dtype"))
 
 
 def book_batch(dtype: type = np.float32) -> np.ndarray:

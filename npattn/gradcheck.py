@@ -8,6 +8,10 @@ A tensor passes when max|numerical - analytical| <= atol + rtol * max|numerical|
 tensor. With eps = 1e-6 in float64 the finite-difference error is about 1e-10 of the gradient's
 scale, so the defaults (atol = 1e-8, rtol = 1e-6) reject a gradient scaled by 1.0001 (an error of
 1e-4 of the scale) by a factor of about 100, and pass a correct one with a margin of about 100 or more.
+
+A check that cannot fail is refused (ConfigError) rather than passed: an input with no elements,
+rtol >= 1e-4, and an atol so wide that, for the largest gradient compared, a gradient off by
+0.01% (x 1.0001) or with its sign flipped would pass.
 """
 
 from __future__ import annotations
@@ -19,11 +23,15 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_finite, check_positive_int
+from npattn import _html
+from npattn._checks import as_array, check_bool, check_finite, check_nonnegative_int, check_positive_int
 from npattn.errors import ConfigError, DTypeError, GradcheckError
 from npattn.nn.module import Module
 
-__all__ = ["GradcheckReport", "TensorCheck", "gradcheck", "gradcheck_stage"]
+__all__ = ["DETECTS", "GradcheckReport", "TensorCheck", "gradcheck", "gradcheck_stage"]
+
+DETECTS = 1e-4
+"""Every check must be able to fail a gradient off by this relative amount (x 1.0001)."""
 
 
 @dataclass
@@ -39,6 +47,7 @@ class TensorCheck:
     numerical: float
     analytical: float
     directional: bool = False
+    scale: float = 0.0  # max |numerical|: what the error is measured against
 
     @property
     def passed(self) -> bool:
@@ -91,6 +100,18 @@ class GradcheckReport:
 
     __repr__ = __str__
 
+    def _repr_html_(self) -> str:
+        """The table as HTML (Jupyter)."""
+        rows = [
+            [c.name, "x".join(map(str, c.shape)) + (" (dir)" if c.directional else ""), f"{c.max_abs_error:.3e}",
+             f"{c.max_rel_error:.3e}", f"{c.allowed:.2e}", "inf" if c.margin == float("inf") else f"{c.margin:.3g}x",
+             "ok" if c.passed else "FAIL"]
+            for c in self.checks
+        ]
+        header = ["tensor", "shape", "max abs err", "max rel err", "allowed", "margin", "result"]
+        verdict = f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {'PASSED' if self.passed else 'FAILED'}"
+        return _html.wrap(_html.table(header, rows, caption="gradient check"), text=verdict)
+
 
 def _compare(
     name: str,
@@ -137,7 +158,7 @@ def _compare(
     scale = float(np.max(np.abs(numerical))) if numerical.size else 0.0
     allowed = atol + rtol * scale
     if error.size == 0:
-        return TensorCheck(name, target.shape, 0.0, 0.0, allowed, (), 0.0, 0.0, fast_mode)
+        return TensorCheck(name, target.shape, 0.0, 0.0, allowed, (), 0.0, 0.0, fast_mode, scale)
     worst = np.unravel_index(int(np.argmax(error)), error.shape)
     rel = error / np.maximum(np.abs(numerical), 1e-300)
     return TensorCheck(
@@ -150,19 +171,43 @@ def _compare(
         numerical=float(numerical[worst]),
         analytical=float(analytic[worst]),
         directional=fast_mode,
+        scale=scale,
     )
 
 
-def _check_settings(eps: float, atol: float, rtol: float, n_directions: int) -> None:
+def _check_settings(
+    eps: float, atol: float, rtol: float, n_directions: int, seed: int, **flags: bool
+) -> None:
     """Refuse settings under which a check could not fail (or could not pass)."""
     if not check_finite(eps, "eps") > 0:
         raise ConfigError(f"eps must be > 0, got {eps}")
     if check_finite(atol, "atol") < 0 or check_finite(rtol, "rtol") < 0:
         raise ConfigError(f"atol and rtol must be >= 0, got atol={atol}, rtol={rtol}")
+    if rtol >= DETECTS:
+        raise ConfigError(
+            f"rtol must be below {DETECTS:g}, got {rtol:g}: with it a gradient off by 0.01% (x 1.0001) would pass"
+        )
     check_positive_int(n_directions, "n_directions")
+    check_nonnegative_int(seed, "seed")
+    for name, value in flags.items():
+        check_bool(value, name)
+
+
+def _check_can_fail(report: GradcheckReport) -> None:
+    """Refuse a report whose checks could not have failed: for the largest gradient compared, atol
+    and rtol would let a gradient off by 0.01% (x 1.0001), or one with its sign flipped, pass."""
+    largest = max((c.scale for c in report.checks), default=0.0)
+    # All gradients zero: the check still fails any analytical gradient above atol.
+    if largest > 0.0 and report.atol + report.rtol * largest >= DETECTS * largest:
+        raise ConfigError(
+            f"gradcheck: atol={report.atol:g} is too wide for these gradients (the largest is {largest:.3g}): "
+            f"a gradient off by 0.01% (x 1.0001) or with its sign flipped would pass; "
+            f"use atol < {(DETECTS - report.rtol) * largest:.2g}"
+        )
 
 
 def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
+    _check_can_fail(report)
     if raise_exception and not report.passed:
         c = report.failures[0]
         where = f"direction {c.worst_index[0]}" if c.directional else f"index {c.worst_index}"
@@ -191,47 +236,63 @@ def gradcheck(
     Works on a float64 deep copy of ``module`` (the original is untouched). L = sum(module(x) * G)
     with G drawn from ``seed``. ``fast_mode=True`` checks ``n_directions`` random directional
     derivatives per tensor instead of every element (cheap for large tensors; the name is
-    ``torch.autograd.gradcheck``'s). Keep the module in eval mode, or its dropout masks fixed
-    (``Dropout.fixed_keep``), so that forward is deterministic.
+    ``torch.autograd.gradcheck``'s). Integer token ids (``GPTModel``'s input) are passed
+    unchanged with ``check_input=False``: only the parameters are checked. Keep the module in eval
+    mode, or its dropout masks fixed (``Dropout.fixed_keep``), so that forward is deterministic.
 
     Returns:
         GradcheckReport, truthy when every tensor passed.
     Raises:
         GradcheckError: a tensor failed and ``raise_exception`` is True (names the tensor, the
             index, the numerical and the analytical value).
-        ConfigError: the module has no parameters; ``x`` holds NaN or inf; eps <= 0, atol or
-            rtol < 0, n_directions < 1.
-        DTypeError: ``x`` is not floating point.
+        ConfigError: the module has no parameters; ``x`` has no elements or holds NaN or inf;
+            eps <= 0, atol or rtol < 0, rtol >= 1e-4, n_directions < 1, a negative seed, a flag
+            that is not a bool; an atol so wide, or gradients so small, that the check could not
+            fail (see the module docstring).
+        DTypeError: ``x`` is not floating point (integers are refused unless ``check_input=False``).
     """
     if not isinstance(module, Module):
         raise ConfigError(f"gradcheck expects an npattn.Module, got {type(module).__name__}")
     if next(module.parameters(), None) is None:
         raise ConfigError(f"gradcheck: {type(module).__name__} has no parameters to check")
-    _check_settings(eps, atol, rtol, n_directions)
+    _check_settings(
+        eps, atol, rtol, n_directions, seed,
+        raise_exception=raise_exception, fast_mode=fast_mode, check_input=check_input,
+    )
     x_arr = as_array(x, "x")  # rejects non-numeric data with a clear message
-    if np.asarray(x).dtype.kind != "f":
-        raise DTypeError(f"gradcheck needs a floating-point input x, got dtype {np.asarray(x).dtype}")
+    kind = np.asarray(x).dtype.kind
+    ids = kind in "iu" and not check_input  # token ids: passed unchanged, no gradient of their own
+    if kind != "f" and not ids:
+        hint = " (integer token ids: pass check_input=False to check the parameters)" if kind in "iu" else ""
+        raise DTypeError(f"gradcheck needs a floating-point input x, got dtype {np.asarray(x).dtype}{hint}")
+    if x_arr.size == 0:
+        raise ConfigError(
+            f"gradcheck needs an input x with at least one element, got shape {x_arr.shape}: "
+            "with nothing to differentiate, no wrong gradient could fail the check"
+        )
     if not np.all(np.isfinite(x_arr)):
         raise ConfigError("gradcheck needs a finite input x: it contains NaN or inf, so no gradient can be compared")
     model = copy.deepcopy(module).to(np.float64)
-    x64 = np.array(x_arr, dtype=np.float64)
+    x64 = np.array(x) if ids else np.array(x_arr, dtype=np.float64)
     rng = np.random.default_rng(seed)
 
     model.zero_grad()
     out = np.asarray(model(x64))
     G = rng.standard_normal(out.shape)
-    dx = np.asarray(model.backward(G))
+    dx = model.backward(G)
 
     def loss() -> float:
         return float(np.sum(np.asarray(model(x64)) * G))
 
     report = GradcheckReport(eps=eps, atol=atol, rtol=rtol)
     for name, param in model.named_parameters():
+        if param.grad is None:  # frozen: no gradient to check
+            continue
         analytical = param.grad.copy()
         check = _compare(name, param.data, analytical, loss, eps, atol, rtol, fast_mode, n_directions, rng)
         report.checks.append(check)
     if check_input:
-        report.checks.append(_compare("x", x64, dx, loss, eps, atol, rtol, fast_mode, n_directions, rng))
+        report.checks.append(_compare("x", x64, np.asarray(dx), loss, eps, atol, rtol, fast_mode, n_directions, rng))
     return _finish(report, raise_exception)
 
 
@@ -259,19 +320,46 @@ def gradcheck_stage(
     Example::
 
         gradcheck_stage(F.scores_forward, F.scores_backward, [queries, keys], names=["queries", "keys"])
+
+    Raises:
+        GradcheckError: a tensor failed and ``raise_exception`` is True; ``forward`` did not return
+            ``(out, cache)`` or ``backward`` not one gradient per input.
+        ConfigError: ``forward``/``backward`` not callable; ``inputs`` not a non-empty list or
+            tuple; an input or an output with no elements; the settings ``gradcheck`` refuses.
     """
-    _check_settings(eps, atol, rtol, n_directions)
+    _check_settings(eps, atol, rtol, n_directions, seed, raise_exception=raise_exception, fast_mode=fast_mode)
+    for role, fn in (("forward", forward), ("backward", backward)):
+        if not callable(fn):
+            raise ConfigError(f"gradcheck_stage: {role} must be a function, got {type(fn).__name__}")
+    if not isinstance(inputs, (list, tuple)) or not inputs:
+        what = f"{len(inputs)} inputs" if isinstance(inputs, (list, tuple)) else type(inputs).__name__
+        raise ConfigError(f"gradcheck_stage: inputs must be a non-empty list or tuple of arrays, got {what}")
     kwargs = dict(kwargs or {})
     arrays = [np.array(as_array(a, f"inputs[{i}]"), dtype=np.float64) for i, a in enumerate(inputs)]
     names = list(names) if names is not None else [f"input{i}" for i in range(len(arrays))]
     if len(names) != len(arrays):
         raise ConfigError(f"gradcheck_stage: {len(names)} names for {len(arrays)} inputs")
+    empty = [f"{name} {a.shape}" for name, a in zip(names, arrays) if a.size == 0]
+    if empty:
+        raise ConfigError(
+            f"gradcheck_stage needs inputs with at least one element, got {', '.join(empty)}: "
+            "with nothing to differentiate, no wrong gradient could fail the check"
+        )
     rng = np.random.default_rng(seed)
-    out, cache = forward(*arrays, **kwargs)
+    result = forward(*arrays, **kwargs)
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise GradcheckError(f"gradcheck_stage: forward must return (out, cache), got {type(result).__name__}")
+    out, cache = result
+    if np.size(out) == 0:
+        raise ConfigError(
+            f"gradcheck_stage: forward returned an output with no elements (shape {np.shape(out)}): "
+            "L = sum(out * G) is always 0, so no wrong gradient could fail the check"
+        )
     G = rng.standard_normal(np.shape(out))
     grads = backward(G, cache)
-    if len(grads) != len(arrays):
-        raise GradcheckError(f"backward returned {len(grads)} gradients for {len(arrays)} inputs")
+    if not isinstance(grads, (list, tuple)) or len(grads) != len(arrays):
+        got = f"{len(grads)} gradients" if isinstance(grads, (list, tuple)) else type(grads).__name__
+        raise GradcheckError(f"backward returned {got} for {len(arrays)} inputs (expected one gradient per input)")
 
     def loss() -> float:
         return float(np.sum(forward(*arrays, **kwargs)[0] * G))

@@ -2,10 +2,17 @@
 
 Each ``step()`` reads every Parameter's ``.grad`` and updates ``.data`` in place, exactly as
 ``torch.optim`` documents it (the algorithm boxes are quoted above each update). ``zero_grad()``
-sets the grads to zero (npattn grads are arrays, never None). ``state_dict()`` holds the
-hyper-parameters and the per-parameter state (step count, momentum/moment buffers) in PyTorch's
+sets the grads to zero; a ``.grad`` of None (a frozen parameter, ``requires_grad=False``) stays
+None and ``step()`` skips it, like PyTorch. ``state_dict()`` holds the hyper-parameters and the
+per-parameter state (step count, momentum/moment buffers) in PyTorch's
 layout, ``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}``, and
 ``load_state_dict`` restores it, so training resumes exactly.
+
+Every way a setting enters (the constructor, a per-group dict, ``add_param_group``,
+``load_state_dict``, an edit of ``param_groups`` before ``step()``) goes through one check,
+``_check_settings``, with the constructor's messages. ``step()`` checks every group, parameter,
+gradient and buffer before it changes anything, so a failed step leaves the weights, grads and
+optimizer state exactly as they were.
 """
 
 from __future__ import annotations
@@ -18,86 +25,159 @@ from typing import Any
 
 import numpy as np
 
-from npattn.errors import ConfigError, StateDictError
+from npattn._checks import as_array
+from npattn.errors import ConfigError, DTypeError, ShapeError, StateDictError
 from npattn.nn.module import Parameter
+from npattn.optim_checks import (
+    adam_settings,
+    as_list,
+    check_adam_buffers,
+    check_buffer_shapes,
+    check_buffer_values,
+    check_grad,
+    sgd_settings,
+)
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
 
 ParamsLike = Iterable[Parameter] | Iterable[Mapping[str, Any]]
 
 
-def _check_nonnegative(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ConfigError(f"Invalid {name}: expected a finite number >= 0, got {value!r}")
-    if value < 0:
-        raise ConfigError(f"Invalid {name}: {value} (must be >= 0)")
-    return float(value)
-
-
-def _check_betas(betas: Any) -> tuple[float, float]:
-    try:
-        beta1, beta2 = betas
-    except (TypeError, ValueError):
-        raise ConfigError(f"Invalid betas: expected a pair (beta1, beta2), got {betas!r}") from None
-    for i, beta in enumerate((beta1, beta2)):
-        if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not 0.0 <= float(beta) < 1.0:
-            raise ConfigError(f"Invalid beta parameter at index {i}: {beta!r} (must lie in [0, 1))")
-    return float(beta1), float(beta2)
-
-
 class Optimizer:
     """Base class: ``param_groups`` (list of dicts with "params" and hyper-parameters) and ``state``
-    (Parameter -> dict of its buffers). Subclasses implement ``_update(param, group, state)``.
+    (Parameter -> dict of its buffers). Subclasses list their settings in ``defaults``, check them in
+    ``_check_settings`` and implement ``_update(param, grad, group, state)``.
 
     Raises:
-        ConfigError: no parameters, or an entry that is not an npattn.Parameter.
+        ConfigError: no parameters, an entry that is not an npattn.Parameter (a Module instead of
+            ``model.parameters()``), a Parameter listed twice, or a setting out of range.
     """
 
+    buffers: tuple[str, ...] = ()  # the names a parameter's state may hold
+
     def __init__(self, params: ParamsLike, defaults: dict[str, Any]) -> None:
-        self.defaults = defaults
+        self.defaults = self._check_settings(defaults, "")
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[Parameter, dict[str, Any]] = {}
+        name = type(self).__name__
         if isinstance(params, Parameter):
             raise ConfigError("params must be an iterable of Parameters, got a single Parameter (use [param])")
-        groups: list[Any] = list(params)
+        groups = as_list(params, f"{name} expects an iterable of Parameters or of group dicts")
         if not groups:
             raise ConfigError(
-                f"{type(self).__name__} got an empty parameter list: pass model.parameters() "
-                "(a generator is used up after one pass)"
+                f"{name} got an empty parameter list: pass model.parameters() (a generator is used up after one pass)"
             )
-        if not isinstance(groups[0], Mapping):
+        if not all(isinstance(g, Mapping) for g in groups):
+            if any(isinstance(g, Mapping) for g in groups):
+                raise ConfigError(f"{name}: params mixes group dicts and Parameters; pass one kind")
             groups = [{"params": groups}]
         for group in groups:
-            self.add_param_group(dict(group))
+            self.add_param_group(group)
+
+    # ------------------------------------------------------------------ validation (one path for all)
+    def _check_settings(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """The subclass's settings, checked and normalised (floats, bools, a betas tuple)."""
+        raise NotImplementedError
+
+    def _check_group(self, group: Any, where: str) -> dict[str, Any]:
+        """A group's settings (defaults filled in for missing ones), checked like the constructor's."""
+        if type(group) is not dict and not isinstance(group, Mapping):
+            raise ConfigError(
+                f"{where}expected a dict such as {{'params': [...], 'lr': 0.01}}, got {type(group).__name__}"
+            )
+        if not group.keys() <= {"params", *self.defaults}:
+            unknown = sorted(str(k) for k in group if k != "params" and k not in self.defaults)
+            raise ConfigError(
+                f"{where}unknown setting(s) {', '.join(map(repr, unknown))} for {type(self).__name__} "
+                f"(it takes {', '.join(self.defaults)})"
+            )
+        settings = {**self.defaults, **{k: v for k, v in group.items() if k != "params"}}
+        return self._check_settings(settings, where)
+
+    def _check_params(self, params: Any, where: str, others: Iterable[Parameter] = ()) -> list[Parameter]:
+        name = type(self).__name__
+        params = (
+            [params]
+            if isinstance(params, Parameter)
+            else as_list(params, f"{where}'params' must be an iterable of Parameters")
+        )
+        if not params:
+            raise ConfigError(f"{name}: {where}a parameter group has no parameters")
+        seen: dict[int, int] = {}
+        for i, p in enumerate(params):
+            if type(p) is not Parameter and not isinstance(p, Parameter):
+                raise ConfigError(f"{name} can only optimize npattn.Parameter, got {type(p).__name__}")
+            if id(p) in seen:
+                raise ConfigError(
+                    f"{where}the same Parameter is listed twice in one group (positions {seen[id(p)]} and {i}); "
+                    "it would be updated twice per step"
+                )
+            seen[id(p)] = i
+        if any(id(p) in seen for p in others):
+            raise ConfigError("some parameters appear in more than one parameter group")
+        return params
 
     def add_param_group(self, group: dict[str, Any]) -> None:
-        """Add ``{"params": [...], "lr": ..., ...}``; missing hyper-parameters take the defaults."""
-        params = group["params"]
-        params = [params] if isinstance(params, Parameter) else list(params)
-        if not params:
-            raise ConfigError(f"{type(self).__name__}: a parameter group has no parameters")
-        for p in params:
-            if not isinstance(p, Parameter):
-                raise ConfigError(f"{type(self).__name__} can only optimize npattn.Parameter, got {type(p).__name__}")
-        seen = {id(p) for g in self.param_groups for p in g["params"]}
-        if any(id(p) in seen for p in params):
-            raise ConfigError("some parameters appear in more than one parameter group")
-        self.param_groups.append({**self.defaults, **group, "params": params})
+        """Add ``{"params": [...], "lr": ..., ...}``; missing settings take the defaults.
+
+        Raises:
+            ConfigError: as the constructor: no or non-Parameter params, a Parameter already
+                optimized, an unknown setting or one out of range. Nothing is added then.
+        """
+        where = f"parameter group {len(self.param_groups)}: "
+        if not isinstance(group, Mapping) or "params" not in group:
+            got = "a dict without 'params'" if isinstance(group, Mapping) else type(group).__name__
+            raise ConfigError(f"{where}expected a dict such as {{'params': [...], 'lr': 0.01}}, got {got}")
+        settings = self._check_group(group, where)
+        others = [p for g in self.param_groups for p in g["params"]]
+        params = self._check_params(group["params"], where, others)
+        self.param_groups.append({**settings, "params": params})
 
     def zero_grad(self) -> None:
-        """Set every parameter's ``.grad`` to zeros, in place."""
+        """Set every parameter's ``.grad`` to zeros, in place (a ``.grad`` that is None stays None)."""
         for group in self.param_groups:
             for p in group["params"]:
-                p.grad[...] = 0
+                if p.grad is None:
+                    continue  # frozen (requires_grad=False) or set to None: step() skips it too
+                if not isinstance(p.grad, np.ndarray) or p.grad.shape != p.shape:
+                    p.grad = np.zeros_like(p.data)
+                else:
+                    p.grad[...] = 0
 
     def step(self) -> None:
-        """One update of every parameter from its current ``.grad``."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.requires_grad:
-                    self._update(p, group, self.state.setdefault(p, {}))
+        """One update of every parameter from its current ``.grad`` (a ``.grad`` of None is skipped).
 
-    def _update(self, param: Parameter, group: dict[str, Any], state: dict[str, Any]) -> None:
+        Everything is checked first, so a failed step changes nothing.
+
+        Raises:
+            ConfigError: a setting in ``param_groups`` out of range, a Parameter listed twice.
+            ShapeError, DTypeError: a ``.grad`` or optimizer buffer that does not fit its
+                parameter, or a read-only ``.data``.
+        """
+        work = []
+        others: list[Parameter] = []
+        for i, group in enumerate(self.param_groups):
+            where = f"parameter group {i}: "
+            settings = self._check_group(group, where)
+            params = self._check_params(group.get("params"), where, others)
+            others += params
+            for j, p in enumerate(params):
+                if not p.requires_grad or p.grad is None:
+                    continue
+                what = (type(self).__name__, j, i)  # formatted only for an error
+                grad = check_grad(p, what)
+                self._check_buffers(self.state.get(p, {}), p, settings, what, StateDictError)
+                work.append((p, grad, settings))
+        for p, grad, settings in work:
+            self._update(p, grad, settings, self.state.setdefault(p, {}))
+
+    def _check_buffers(
+        self, buffers: Any, p: Parameter, settings: Mapping[str, Any], what: Any, error: type[Exception]
+    ) -> None:
+        """A parameter's state: known buffer names, arrays of the parameter's shape (Adam: see there)."""
+        check_buffer_shapes(buffers, p, self.buffers, type(self).__name__, what, error)
+
+    def _update(self, param: Parameter, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> None:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ state dicts
@@ -112,50 +192,81 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
-        """Restore hyper-parameters and buffers from ``state_dict()`` output (or a loaded checkpoint).
+        """Restore settings and buffers from ``state_dict()`` output (or a loaded checkpoint).
 
-        Everything is checked before anything changes.
+        Every setting is checked like the constructor's, every buffer against its parameter, and
+        only then is anything changed.
 
         Raises:
-            StateDictError: another number of groups or of parameters per group, unknown parameter
-                indices, or buffers whose shape differs from their parameter's.
+            StateDictError: another number of groups or of parameters per group, unknown or repeated
+                parameter indices, a setting out of range (the constructor's message), missing or
+                unknown buffers, buffers of another shape or with non-finite values.
         """
-        try:
-            saved_groups = list(state_dict["param_groups"])
-            saved_state = dict(state_dict["state"])
-        except (KeyError, TypeError) as exc:
-            raise StateDictError(f"optimizer state_dict needs 'state' and 'param_groups', got {exc!r}") from None
+        if not isinstance(state_dict, Mapping):
+            raise StateDictError(
+                f"optimizer state_dict must be a dict with 'state' and 'param_groups', got {type(state_dict).__name__}"
+            )
+        saved_groups, saved_state = state_dict.get("param_groups"), state_dict.get("state")
+        if not isinstance(saved_groups, (list, tuple)) or not isinstance(saved_state, Mapping):
+            raise StateDictError(
+                "optimizer state_dict needs 'state' and 'param_groups' (a dict and a list), "
+                f"got {type(saved_state).__name__} and {type(saved_groups).__name__}"
+            )
         if len(saved_groups) != len(self.param_groups):
             raise StateDictError(
                 f"loaded state dict has {len(saved_groups)} parameter groups, "
                 f"this optimizer has {len(self.param_groups)}"
             )
         by_index: dict[int, Parameter] = {}
+        new_settings = []
         for i, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
+            where = f"parameter group {i}: "
+            if not isinstance(saved, Mapping) or not isinstance(saved.get("params"), (list, tuple)):
+                raise StateDictError(f"{where}expected a dict with a 'params' list of indices, got {saved!r:.80}")
+            missing = sorted(k for k in self.defaults if k not in saved)
+            if missing:
+                raise StateDictError(f"{where}the state dict lacks the setting(s) {', '.join(map(repr, missing))}")
+            try:
+                new_settings.append(self._check_group(saved, where))
+            except ConfigError as exc:
+                raise StateDictError(str(exc)) from None
             if len(saved["params"]) != len(group["params"]):
                 raise StateDictError(
                     f"parameter group {i}: the state dict has {len(saved['params'])} parameters, "
                     f"this optimizer has {len(group['params'])}"
                 )
-            by_index.update({int(k): p for k, p in zip(saved["params"], group["params"])})
+            for k, p in zip(saved["params"], group["params"]):
+                if isinstance(k, bool) or not isinstance(k, numbers.Integral) or int(k) in by_index:
+                    raise StateDictError(f"{where}parameter indices must be distinct integers, got {saved['params']!r}")
+                by_index[int(k)] = p
         new_state: dict[Parameter, dict[str, Any]] = {}
         for key, buffers in saved_state.items():
-            if int(key) not in by_index:
-                raise StateDictError(f"state for parameter index {key}, which no parameter group lists")
+            if isinstance(key, bool) or not isinstance(key, numbers.Integral) or int(key) not in by_index:
+                raise StateDictError(f"state for parameter index {key!r}, which no parameter group lists")
             param = by_index[int(key)]
+            group_settings = next(
+                s for s, g in zip(new_settings, self.param_groups) if any(q is param for q in g["params"])
+            )
+            what = f"state of parameter {key}"
+            if not isinstance(buffers, Mapping):
+                raise StateDictError(f"{what} must be a dict of buffers, got {type(buffers).__name__}")
+            converted = {}
             for name, value in buffers.items():
-                if isinstance(value, np.ndarray) and value.shape != param.shape:
-                    raise StateDictError(
-                        f"state {name!r} of parameter {key} has shape {value.shape}, the parameter has {param.shape}"
-                    )
-            new_state[param] = {
-                name: value.astype(param.dtype, copy=True) if isinstance(value, np.ndarray) else value
-                for name, value in buffers.items()
-            }
-        for saved, group in zip(saved_groups, self.param_groups):
-            group.update({k: copy.deepcopy(v) for k, v in saved.items() if k != "params"})
-            if "betas" in group:
-                group["betas"] = tuple(group["betas"])
+                if name == "step" or value is None:
+                    converted[name] = value
+                    continue
+                try:
+                    arr = as_array(value, f"{what}: {name!r}", param.dtype)
+                except (ShapeError, DTypeError) as exc:
+                    raise StateDictError(str(exc)) from None
+                converted[name] = np.array(arr, copy=True)
+            self._check_buffers(converted, param, group_settings, what, StateDictError)
+            check_buffer_values(converted, what)
+            if "step" in converted:
+                converted["step"] = int(converted["step"])
+            new_state[param] = converted
+        for group, settings in zip(self.param_groups, new_settings):
+            group.update(settings)
         self.state = new_state
 
     def __repr__(self) -> str:
@@ -186,19 +297,15 @@ class SGD(Optimizer):
         *,
         maximize: bool = False,
     ) -> None:
-        defaults = {
-            "lr": _check_nonnegative(lr, "learning rate"),
-            "momentum": _check_nonnegative(momentum, "momentum value"),
-            "dampening": float(dampening),
-            "weight_decay": _check_nonnegative(weight_decay, "weight_decay value"),
-            "nesterov": bool(nesterov),
-            "maximize": bool(maximize),
-        }
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ConfigError("Nesterov momentum requires a momentum and zero dampening")
-        super().__init__(params, defaults)
+        settings = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
+        super().__init__(params, {**settings, "nesterov": nesterov, "maximize": maximize})
 
-    def _update(self, param: Parameter, group: dict[str, Any], state: dict[str, Any]) -> None:
+    buffers = ("momentum_buffer",)
+
+    def _check_settings(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
+        return sgd_settings(settings, where)
+
+    def _update(self, param: Parameter, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> None:
         # g_t = -grad if maximize else grad
         # if weight_decay != 0: g_t = g_t + weight_decay * theta_{t-1}
         # if momentum != 0:
@@ -206,7 +313,7 @@ class SGD(Optimizer):
         #     g_t = g_t + momentum * b_t if nesterov else b_t
         # theta_t = theta_{t-1} - lr * g_t
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-        g = -param.grad if group["maximize"] else param.grad
+        g = -grad if group["maximize"] else grad
         if group["weight_decay"] != 0:
             g = g + group["weight_decay"] * param.data
         if momentum != 0:
@@ -214,7 +321,7 @@ class SGD(Optimizer):
             buf = g.copy() if buf is None else momentum * buf + (1 - dampening) * g
             state["momentum_buffer"] = buf
             g = g + momentum * buf if group["nesterov"] else buf
-        param.data -= lr * g
+        np.subtract(param.data, lr * g, out=param.data)
 
 
 class Adam(Optimizer):
@@ -238,17 +345,21 @@ class Adam(Optimizer):
         *,
         maximize: bool = False,
     ) -> None:
-        defaults = {
-            "lr": _check_nonnegative(lr, "learning rate"),
-            "betas": _check_betas(betas),
-            "eps": _check_nonnegative(eps, "epsilon value"),
-            "weight_decay": _check_nonnegative(weight_decay, "weight_decay value"),
-            "amsgrad": bool(amsgrad),
-            "maximize": bool(maximize),
-        }
-        super().__init__(params, defaults)
+        settings = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
+        super().__init__(params, {**settings, "maximize": maximize})
 
-    def _update(self, param: Parameter, group: dict[str, Any], state: dict[str, Any]) -> None:
+    buffers = ("step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+
+    def _check_settings(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
+        return adam_settings(settings, where)
+
+    def _check_buffers(
+        self, buffers: Any, p: Parameter, settings: Mapping[str, Any], what: Any, error: type[Exception]
+    ) -> None:
+        super()._check_buffers(buffers, p, settings, what, error)
+        check_adam_buffers(buffers, settings["amsgrad"], self.buffers, what, error)
+
+    def _update(self, param: Parameter, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> None:
         # g_t = -grad if maximize else grad
         # Adam:  if weight_decay != 0: g_t = g_t + weight_decay * theta_{t-1}
         # AdamW: theta_t = theta_{t-1} - lr * weight_decay * theta_{t-1}
@@ -265,20 +376,33 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = np.zeros_like(param.data)
         state["step"] += 1
         t = state["step"]
-        g = -param.grad if group["maximize"] else param.grad
+        g = -grad if group["maximize"] else grad
         if wd != 0:
             if self.decoupled_weight_decay:
-                param.data *= 1 - lr * wd
+                np.multiply(param.data, 1 - lr * wd, out=param.data)
             else:
                 g = g + wd * param.data
-        state["exp_avg"] = m = beta1 * state["exp_avg"] + (1 - beta1) * g
-        state["exp_avg_sq"] = v = beta2 * state["exp_avg_sq"] + (1 - beta2) * g * g
+        # In place, one temporary: the arithmetic of m = beta1 * m + (1 - beta1) * g and
+        # v = beta2 * v + (1 - beta2) * g * g, operation for operation.
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        tmp = np.multiply(g, 1 - beta1)
+        m *= beta1
+        m += tmp
+        np.multiply(g, 1 - beta2, out=tmp)
+        tmp *= g
+        v *= beta2
+        v += tmp
         if group["amsgrad"]:
-            state["max_exp_avg_sq"] = v = np.maximum(state["max_exp_avg_sq"], v)
+            np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
+            v = state["max_exp_avg_sq"]
         # The same arithmetic in PyTorch's order: lr / (1 - beta1^t) and sqrt(v) / sqrt(1 - beta2^t) + eps.
         step_size = lr / (1 - beta1**t)
-        denom = np.sqrt(v) / math.sqrt(1 - beta2**t) + eps
-        param.data -= step_size * (m / denom)
+        denom = np.sqrt(v, out=tmp)
+        denom /= math.sqrt(1 - beta2**t)
+        denom += eps
+        np.divide(m, denom, out=denom)
+        denom *= step_size
+        param.data -= denom
 
 
 class AdamW(Adam):

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from attention_cases import ATTENTION_CASES, AttentionCase
+from training_bad_inputs import training_bad_inputs
 
 import npattn
 from npattn.nn import functional as F
@@ -215,7 +216,7 @@ def attention_bad_inputs(case: AttentionCase) -> list[BadInput]:
                 f"got {type(value).__name__}",
             )
         )
-    for value in [-1, 2**32]:
+    for value in [2**64, -(2**63) - 1]:
         rows.append(
             (
                 f"{name}(..., rng=)",
@@ -270,6 +271,20 @@ def library_bad_inputs() -> list[BadInput]:
         ),
         ("Module.to(dtype)", "not a dtype", lambda: sa(3, 2, rng=0).to("foo"), npattn.DTypeError, "got 'foo'"),
         ("Module.to(dtype)", "None", lambda: sa(3, 2, rng=0).to(None), npattn.DTypeError, "got None"),
+        (
+            "Module.to(device)",
+            "device 'cuda'",
+            lambda: npattn.SelfAttention_v1(3, 2, rng=0).to("cuda"),
+            npattn.ConfigError,
+            "npattn runs on the CPU only: Module.to accepts 'cpu' or a float dtype, got device 'cuda'",
+        ),
+        (
+            "Parameter(data, requires_grad)",
+            "requires_grad='yes'",
+            lambda: npattn.Parameter(np.zeros(2), requires_grad="yes"),
+            npattn.ConfigError,
+            "requires_grad must be",
+        ),
         (
             "Parameter(data)",
             "complex data",
@@ -448,8 +463,9 @@ def library_bad_inputs() -> list[BadInput]:
             npattn.ConfigError,
             "eps must be > 0",
         ),
-        ("TorchGenerator(seed)", "seed=-1", lambda: G(-1), npattn.ConfigError, "got -1"),
-        ("TorchGenerator(seed)", "seed=2**32", lambda: G(2**32), npattn.ConfigError, "[0, 2**32)"),
+        ("TorchGenerator(seed)", "seed=2**64", lambda: G(2**64), npattn.ConfigError, "[-2**63, 2**64)"),
+        ("TorchGenerator(seed)", "seed=-2**63 - 1", lambda: G(-(2**63) - 1), npattn.ConfigError, "got -92233720368"),
+        ("npattn.manual_seed(seed)", "seed=2**64", lambda: npattn.manual_seed(2**64), npattn.ConfigError, "2**64)"),
         ("TorchGenerator(seed)", "seed=1.0", lambda: G(1.0), npattn.ConfigError, "seed must be an integer, got 1.0"),
         ("TorchGenerator(seed)", "seed='1'", lambda: G("1"), npattn.ConfigError, "got '1'"),
         ("TorchGenerator(seed)", "seed=True", lambda: G(True), npattn.ConfigError, "got True"),
@@ -490,6 +506,41 @@ def library_bad_inputs() -> list[BadInput]:
             lambda: G(0).uniform((2,), float("nan"), 1.0),
             npattn.ConfigError,
             "low must be a finite number",
+        ),
+        (
+            "TorchGenerator.normal(...)",
+            "std=-1",
+            lambda: G(0).normal((3,), 0.0, -1.0),
+            npattn.ConfigError,
+            "normal expects std >= 0, got std=-1.0",
+        ),
+        (
+            "TorchGenerator.normal(...)",
+            "mean=inf",
+            lambda: G(0).normal((3,), float("inf")),
+            npattn.ConfigError,
+            "mean must be a finite number, got inf",
+        ),
+        (
+            "TorchGenerator.randn(*size)",
+            "dtype=float16",
+            lambda: G(0).randn(3, dtype=np.float16),
+            npattn.ConfigError,
+            "normal supports float32 and float64, got float16",
+        ),
+        (
+            "TorchGenerator.bernoulli(...)",
+            "p=1.5",
+            lambda: G(0).bernoulli((3,), 1.5),
+            npattn.ConfigError,
+            "bernoulli expects 0 <= p <= 1, got p=1.5",
+        ),
+        (
+            "TorchGenerator.bernoulli(...)",
+            "dtype='foo'",
+            lambda: G(0).bernoulli((3,), 0.5, dtype="foo"),
+            npattn.DTypeError,
+            "bernoulli dtype must be a NumPy dtype such as np.float32 or bool, got 'foo'",
         ),
         (
             "TorchGenerator.set_state(state)",
@@ -760,10 +811,329 @@ def chapter3_bad_inputs() -> list[BadInput]:
     return [BadInput(*row) for row in rows]
 
 
+def _with_grad(grad: Callable[[npattn.Parameter], Any]) -> npattn.Module:
+    """SelfAttention_v1(3, 2) after a forward, with W_value.grad replaced by ``grad(W_value)``."""
+    model = npattn.SelfAttention_v1(3, 2, rng=0)
+    model(np.ones((6, 3)))
+    model.W_value.grad = grad(model.W_value)
+    return model
+
+
+def _read_only_grad(p: npattn.Parameter) -> np.ndarray:
+    grad = np.zeros_like(p.data)
+    grad.flags.writeable = False
+    return grad
+
+
+def _read_only_weight() -> npattn.Module:
+    model = npattn.SelfAttention_v1(3, 2, rng=0)
+    model.W_value.data.flags.writeable = False
+    return model
+
+
+def _backward_after_load() -> Any:
+    model = npattn.SelfAttention_v1(3, 2, rng=0)
+    model(np.ones((6, 3)))
+    model.load_state_dict(npattn.SelfAttention_v1(3, 2, rng=1).state_dict())
+    return model.backward(np.ones((6, 2)))
+
+
+def _with_weights_1e6() -> npattn.Module:
+    model = npattn.SelfAttention_v1(3, 2, rng=0, dtype=np.float64)
+    model.W_key.data[...] = 1e6
+    return model
+
+
+def _x1_0001(d: np.ndarray, cache: Any) -> tuple[np.ndarray]:
+    """The backward of ``out = a``, off by 0.01%."""
+    return (d * 1.0001,)
+
+
+def reliability_bad_inputs() -> list[BadInput]:
+    """Calls that used to change state before failing, give silently wrong answers, or certify
+    nothing: bad ``.grad``s, read-only targets, dtypes out of range, checks that cannot fail."""
+    sa = npattn.SelfAttention_v1
+    G = npattn.TorchGenerator
+    ones = np.ones((6, 3))
+    identity = (lambda a: (a * 1.0, None), _x1_0001)
+    key = G(1).get_state()["key"]
+    rows = [
+        (
+            "SelfAttention_v1.backward(g)",
+            "a .grad of the wrong shape",
+            lambda: _with_grad(lambda p: np.zeros((7, 7))).backward(np.ones((6, 2))),
+            npattn.BackwardError,
+            "W_value.grad has shape (7, 7) and dtype float64, expected the parameter's shape (3, 2) and dtype float32",
+        ),
+        (
+            "SelfAttention_v1.backward(g)",
+            "a .grad of another dtype (float64 for a float32 weight)",
+            lambda: _with_grad(lambda p: np.zeros(p.shape)).backward(np.ones((6, 2))),
+            npattn.BackwardError,
+            "expected the parameter's shape (3, 2) and dtype float32",
+        ),
+        (
+            "SelfAttention_v1.backward(g)",
+            "a read-only .grad",
+            lambda: _with_grad(_read_only_grad).backward(np.ones((6, 2))),
+            npattn.BackwardError,
+            "W_value.grad is read-only",
+        ),
+        (
+            "SelfAttention_v1.backward(g)",
+            "a .grad that is a list",
+            lambda: _with_grad(lambda p: p.grad.tolist()).backward(np.ones((6, 2))),
+            npattn.BackwardError,
+            "W_value.grad is a list",
+        ),
+        (
+            "SelfAttention_v1.backward(g)",
+            "after load_state_dict (the last forward is discarded)",
+            lambda: _backward_after_load(),
+            npattn.BackwardError,
+            "called after load_state_dict(), which discarded the last forward",
+        ),
+        (
+            "load_state_dict(sd)",
+            "a read-only weight array in the model",
+            lambda: _read_only_weight().load_state_dict(sa(3, 2, rng=1).state_dict()),
+            npattn.StateDictError,
+            "W_value is read-only in the current model",
+        ),
+        (
+            "load_state_dict(sd, strict)",
+            "strict='no'",
+            lambda: sa(3, 2, rng=0).load_state_dict(sa(3, 2, rng=0).state_dict(), strict="no"),
+            npattn.ConfigError,
+            "strict must be True or False, got 'no'",
+        ),
+        (
+            "Module.to(dtype)",
+            "float16 for weights beyond its range (1e6)",
+            lambda: _with_weights_1e6().to(np.float16),
+            npattn.DTypeError,
+            "Module.to(float16) would turn finite values into inf: values out of range in W_key: 6 of 6 entries",
+        ),
+        (
+            "Module.train(mode)",
+            "mode='no'",
+            lambda: sa(3, 2, rng=0).train("no"),
+            npattn.ConfigError,
+            "train mode must be True or False, got 'no'",
+        ),
+        (
+            "Module.register_buffer(name, tensor)",
+            "a name with a dot",
+            lambda: sa(3, 2, rng=0).register_buffer("a.b", np.zeros(2)),
+            npattn.ConfigError,
+            "buffer name must be a non-empty string without '.', got 'a.b'",
+        ),
+        (
+            "Module.register_buffer(name, tensor)",
+            "a string instead of an array",
+            lambda: sa(3, 2, rng=0).register_buffer("b", "abc"),
+            npattn.DTypeError,
+            "buffer 'b' must be an ndarray, got str",
+        ),
+        (
+            "gradcheck(module, x)",
+            "x with no elements (a check that could not fail)",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), np.zeros((0, 3))),
+            npattn.ConfigError,
+            "gradcheck needs an input x with at least one element, got shape (0, 3)",
+        ),
+        (
+            "gradcheck(module, x)",
+            "rtol=1e-3 (a gradient off by 0.01% would pass)",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), ones, rtol=1e-3),
+            npattn.ConfigError,
+            "rtol must be below 0.0001, got 0.001",
+        ),
+        (
+            "gradcheck(module, x)",
+            "atol=1 (a sign-flipped gradient would pass)",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), ones, atol=1.0),
+            npattn.ConfigError,
+            "atol=1 is too wide for these gradients",
+        ),
+        (
+            "gradcheck(module, x)",
+            "seed=-1",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), ones, seed=-1),
+            npattn.ConfigError,
+            "seed must be an integer >= 0, got -1",
+        ),
+        (
+            "gradcheck(module, x)",
+            "fast_mode='yes'",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), ones, fast_mode="yes"),
+            npattn.ConfigError,
+            "fast_mode must be True or False, got 'yes'",
+        ),
+        (
+            "gradcheck_stage(...)",
+            "an input with no elements",
+            lambda: npattn.gradcheck_stage(*identity, [np.zeros((0, 3))]),
+            npattn.ConfigError,
+            "needs inputs with at least one element, got input0 (0, 3)",
+        ),
+        (
+            "gradcheck_stage(...)",
+            "an output with no elements",
+            lambda: npattn.gradcheck_stage(lambda a: (a[:0], None), _x1_0001, [np.ones((4, 3))]),
+            npattn.ConfigError,
+            "forward returned an output with no elements (shape (0, 3))",
+        ),
+        (
+            "gradcheck_stage(...)",
+            "atol=10 (a sign-flipped gradient would pass)",
+            lambda: npattn.gradcheck_stage(*identity, [np.ones((4, 3))], atol=10.0),
+            npattn.ConfigError,
+            "atol=10 is too wide for these gradients",
+        ),
+        (
+            "gradcheck_stage(...)",
+            "a forward that is not a function",
+            lambda: npattn.gradcheck_stage(3, _x1_0001, [np.ones((4, 3))]),
+            npattn.ConfigError,
+            "forward must be a function, got int",
+        ),
+        (
+            "gradcheck_stage(...)",
+            "inputs that are one array, not a list",
+            lambda: npattn.gradcheck_stage(*identity, np.ones((4, 3))),
+            npattn.ConfigError,
+            "inputs must be a non-empty list or tuple of arrays, got ndarray",
+        ),
+        (
+            "gradcheck_stage(...)",
+            "a forward that returns no cache",
+            lambda: npattn.gradcheck_stage(lambda a: a * 1.0, _x1_0001, [np.ones((4, 3))]),
+            npattn.GradcheckError,
+            "forward must return (out, cache), got ndarray",
+        ),
+        (
+            "TorchGenerator.set_state(state)",
+            "key words outside uint32 (-1)",
+            lambda: G(1).set_state({**G(1).get_state(), "key": np.full(624, -1)}),
+            npattn.ConfigError,
+            "key words must lie in [0, 2**32) (uint32), got values from -1 to -1",
+        ),
+        (
+            "TorchGenerator.set_state(state)",
+            "key words outside uint32 (2**32)",
+            lambda: G(1).set_state({**G(1).get_state(), "key": key.astype(np.int64) + 2**32}),
+            npattn.ConfigError,
+            "key words must lie in [0, 2**32) (uint32)",
+        ),
+        (
+            "TorchGenerator.set_state(state)",
+            "an all-zero key",
+            lambda: G(1).set_state({**G(1).get_state(), "key": np.zeros(624, np.uint32)}),
+            npattn.ConfigError,
+            "key is all zeros",
+        ),
+        (
+            "TorchGenerator.set_state(state)",
+            "seed=1.5",
+            lambda: G(1).set_state({**G(1).get_state(), "seed": 1.5}),
+            npattn.ConfigError,
+            "seed must be an integer, got 1.5",
+        ),
+        (
+            "TorchGenerator.set_state(state)",
+            "None",
+            lambda: G(1).set_state(None),  # type: ignore[arg-type]
+            npattn.ConfigError,
+            "generator state must be the dict get_state returns, got NoneType",
+        ),
+        (
+            "kernels.attention(q, k, v)",
+            "causal='yes'",
+            lambda: npattn.kernels.attention(ones, ones, ones, causal="yes"),
+            npattn.ConfigError,
+            "causal must be True or False, got 'yes'",
+        ),
+        (
+            "kernels.attention(q, k, v)",
+            "a float mask",
+            lambda: npattn.kernels.attention(ones, ones, ones, mask=np.zeros((6, 6))),
+            npattn.DTypeError,
+            "mask must be a bool array (True = masked), got dtype float64",
+        ),
+        (
+            "kernels.attention(q, k, v)",
+            "1-D queries",
+            lambda: npattn.kernels.attention(ones[0], ones, ones),
+            npattn.ShapeError,
+            "queries: expected an array of shape (..., n, k), got shape (3,)",
+        ),
+        (
+            "kernels.attention(q, k, v)",
+            "None as queries",
+            lambda: npattn.kernels.attention(None, ones, ones),
+            npattn.DTypeError,
+            "queries: expected a real numeric array, got dtype object",
+        ),
+        (
+            "kernels.attention(q, k, v)",
+            "block_q=0 on a path that does not use it",
+            lambda: npattn.kernels.attention(ones, ones, ones, impl="fused", block_q=0),
+            npattn.ConfigError,
+            "block_q must be a positive integer, got 0",
+        ),
+        (
+            "kernels.attention_backward(d, cache)",
+            "a gradient of another shape (fused path)",
+            lambda: npattn.kernels.attention_backward(
+                np.ones((3, 3)), npattn.kernels.attention(ones, ones, ones, impl="fused")[1]
+            ),
+            npattn.ShapeError,
+            "attention_backward: expected a gradient of shape (6, 3) (the output's), got (3, 3)",
+        ),
+        (
+            "kernels.attention_backward(d, cache)",
+            "a cache that attention() did not return",
+            lambda: npattn.kernels.attention_backward(ones, None),  # type: ignore[arg-type]
+            npattn.ConfigError,
+            "cache must be what attention() returned, got NoneType",
+        ),
+        (
+            "kernels.fused.fused_forward(q, k, v)",
+            "float16 (exp would floor every weight near 0.06 of the row's largest)",
+            lambda: npattn.kernels.fused.fused_forward(*(ones.astype(np.float16),) * 3),
+            npattn.DTypeError,
+            "expected a float32 or float64 array, got dtype float16",
+        ),
+        (
+            "F.softmax(z)",
+            "a bool array (was a raw NumPy TypeError)",
+            lambda: F.softmax(np.ones((2, 3), bool)),
+            npattn.DTypeError,
+            "softmax: z must hold real numbers (float or int), got dtype bool",
+        ),
+        (
+            "F.scores_forward(queries, keys)",
+            "bool operands (NumPy's matmul of bools is a logical or: silently wrong)",
+            lambda: F.scores_forward(np.ones((4, 3), bool), np.ones((5, 3), bool)),
+            npattn.DTypeError,
+            "scores_forward: queries must hold real numbers (float or int), got dtype bool",
+        ),
+    ]
+    return [BadInput(*row) for row in rows]
+
+
+def training_rows() -> list[BadInput]:
+    """Optimizers, checkpoints and train_task (tests/training_bad_inputs.py)."""
+    return [BadInput(*row) for row in training_bad_inputs()]
+
+
 BAD_INPUTS = (
     [row for case in ATTENTION_CASES for row in attention_bad_inputs(case)]
     + library_bad_inputs()
     + chapter3_bad_inputs()
+    + reliability_bad_inputs()
+    + training_rows()
 )
 
 
@@ -794,7 +1164,9 @@ def table_rows() -> list[str]:
         return text.replace("|", "\\|").replace("\n\t", "<br>").replace("\n", "<br>")
 
     rows = []
-    for row in attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs() + chapter3_bad_inputs():
+    rows_in_docs = attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs() + chapter3_bad_inputs()
+    rows_in_docs += reliability_bad_inputs() + training_rows()
+    for row in rows_in_docs:
         message = _message(row)
         rows.append(f"| `{cell(row.entry)}` | {cell(row.what)} | `{row.error.__name__}` | {cell(message)} |")
     return rows
@@ -826,6 +1198,86 @@ def test_failed_backward_changes_no_gradient(case: AttentionCase) -> None:
         model.backward(np.ones((1, 5, 2)))
     for p, g in zip(model.parameters(), before):
         np.testing.assert_array_equal(p.grad, g)
+
+
+BAD_GRADS = {
+    "wrong shape": lambda p: np.zeros((7, 7)),
+    "wrong dtype": lambda p: np.zeros(p.shape, np.float32),
+    "read-only": _read_only_grad,
+    "a list": lambda p: p.grad.tolist(),
+}
+
+
+@pytest.mark.parametrize("bad", BAD_GRADS)
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=str)
+def test_backward_with_a_bad_grad_changes_no_gradient(case: AttentionCase, bad: str) -> None:
+    """Validate, then apply: a bad .grad on the *last* parameter leaves every .grad as it was."""
+    model = case.build(3, 2, 0, np.float64)
+    x, g = np.ones((1, 6, 3)), np.ones((1, 6, 2))
+    model(x)
+    model.backward(g)
+    params = list(model.parameters())
+    params[-1].grad = BAD_GRADS[bad](params[-1])
+    before = [p.grad.copy() if isinstance(p.grad, np.ndarray) else list(p.grad) for p in params]
+    with pytest.raises(npattn.BackwardError, match="no gradient was changed"):
+        model.backward(g)
+    for p, b in zip(params, before):
+        np.testing.assert_array_equal(np.asarray(p.grad), np.asarray(b))
+    model.zero_grad()  # replaces the bad .grad; backward works again
+    model.backward(g)
+    assert params[-1].grad.shape == params[-1].shape and params[-1].grad.dtype == np.float64
+
+
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=str)
+def test_grad_set_to_none_starts_from_zeros(case: AttentionCase) -> None:
+    """Like PyTorch: a .grad of None is created by backward."""
+    rng = np.random.default_rng(2)
+    x, g = rng.standard_normal((1, 5, 3)), rng.standard_normal((1, 5, 2))
+    model, fresh = case.build(3, 2, 0, np.float64), case.build(3, 2, 0, np.float64)
+    for p in model.parameters():
+        p.grad = None
+    model(x)
+    fresh(x)
+    model.backward(g)
+    fresh.backward(g)
+    for p, q in zip(model.parameters(), fresh.parameters()):
+        np.testing.assert_array_equal(p.grad, q.grad)
+
+
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=str)
+def test_failed_load_into_a_read_only_weight_changes_nothing(case: AttentionCase) -> None:
+    model = case.build(3, 2, 0, np.float64)
+    before = model.state_dict()
+    new = {k: (v if v.dtype == bool else v + 1.0) for k, v in before.items()}
+    last = list(model.parameters())[-1]
+    last.data.flags.writeable = False
+    with pytest.raises(npattn.StateDictError, match="is read-only in the current model"):
+        model.load_state_dict(new)
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value, before[key])
+
+
+def test_failed_to_changes_nothing() -> None:
+    model = _with_weights_1e6()
+    model.W_value.grad[...] = 3.0
+    before = {k: v.copy() for k, v in model.state_dict().items()}
+    with pytest.raises(npattn.DTypeError):
+        model.to(np.float16)
+    assert all(p.dtype == np.float64 and p.grad.dtype == np.float64 for p in model.parameters())
+    for key, value in model.state_dict().items():
+        np.testing.assert_array_equal(value, before[key])
+    np.testing.assert_array_equal(model.W_value.grad, 3.0)
+
+
+def test_failed_set_state_changes_nothing() -> None:
+    gen, twin = npattn.TorchGenerator(4), npattn.TorchGenerator(4)
+    gen.rand(3)
+    twin.rand(3)
+    bad = {**gen.get_state(), "pos": 7, "seed": 9, "key": np.full(624, 2**32, np.int64)}
+    with pytest.raises(npattn.ConfigError):
+        gen.set_state(bad)
+    assert gen.seed == 4
+    np.testing.assert_array_equal(gen.rand(10), twin.rand(10))
 
 
 @pytest.mark.parametrize("case", ATTENTION_CASES, ids=str)
@@ -884,7 +1336,8 @@ def test_set_state_accepts_what_get_state_returns() -> None:
     a = npattn.TorchGenerator(9)
     a.rand(5)
     b = npattn.TorchGenerator(0)
-    b.set_state({key: (value.tolist() if key == "key" else np.int64(value)) for key, value in a.get_state().items()})
+    kinds = {"key": lambda v: v.tolist(), "seed": np.int64, "pos": np.int64, "normal_cache": np.float64}
+    b.set_state({key: kinds[key](value) for key, value in a.get_state().items()})
     np.testing.assert_array_equal(a.rand(4), b.rand(4))
 
 

@@ -142,3 +142,96 @@ def test_gradcheck_rejects_planted_bug(monkeypatch, bug):
         npattn.gradcheck(model, x)
     message = str(info.value)
     assert "numerical" in message and "analytical" in message and "index" in message
+
+
+# ----------------------------------------------------------------------------------------------
+# The defaults are pinned: a gradient off by 0.01% at magnitudes around 1e-3 fails both checks.
+# With either default 100 times wider, the same calls pass (atol) or are refused (rtol).
+
+
+class _Off(npattn.Module):
+    """1e-3 * SelfAttention_v1 (so that its gradients are of magnitude about 1e-3), whose backward
+    is multiplied by ``factor`` (dx and every parameter gradient)."""
+
+    def __init__(self, factor):
+        super().__init__()
+        self.inner = make(3, 2)
+        self.factor = factor
+
+    def forward(self, x):
+        return self.inner(x) * 1e-3
+
+    def _gradients(self, grad_output):
+        dx, grads = self.inner._gradients(np.asarray(grad_output) * 1e-3)
+        return dx * self.factor, [(p, d * self.factor) for p, d in grads]
+
+
+def _small_x():
+    return make_x(None, 6, 3)
+
+
+def _stage_1e3(a):
+    return a * 1e-3, None
+
+
+def _stage_1e3_backward_off(d, cache):
+    return (d * 1e-3 * 1.0001,)
+
+
+def test_defaults_are_pinned():
+    import inspect
+
+    for check in (npattn.gradcheck, npattn.gradcheck_stage):
+        params = inspect.signature(check).parameters
+        assert (params["eps"].default, params["atol"].default, params["rtol"].default) == (1e-6, 1e-8, 1e-6)
+
+
+def test_defaults_fail_a_gradient_off_by_a_hundredth_percent_at_magnitude_1e3():
+    x = _small_x()
+    report = npattn.gradcheck(_Off(1.0), x)  # a correct backward at this scale passes
+    assert 5e-4 < max(c.scale for c in report.checks) < 5e-3
+    with pytest.raises(npattn.GradcheckError):
+        npattn.gradcheck(_Off(1.0001), x)
+    a = [np.random.default_rng(3).standard_normal((4, 3))]
+    npattn.gradcheck_stage(_stage_1e3, lambda d, c: (d * 1e-3,), a)
+    with pytest.raises(npattn.GradcheckError):
+        npattn.gradcheck_stage(_stage_1e3, _stage_1e3_backward_off, a)
+
+
+def test_defaults_100_times_wider_could_not_catch_it():
+    """What the pinning guards against: atol x 100 or rtol x 100 could not fail the 0.01% error at
+    this magnitude, so both are refused as checks that cannot fail."""
+    x = _small_x()
+    a = [np.random.default_rng(3).standard_normal((4, 3))]
+    with pytest.raises(npattn.ConfigError, match="atol=1e-06 is too wide"):
+        npattn.gradcheck(_Off(1.0001), x, atol=1e-6)
+    with pytest.raises(npattn.ConfigError, match="atol=1e-06 is too wide"):
+        npattn.gradcheck_stage(_stage_1e3, _stage_1e3_backward_off, a, atol=1e-6)
+    with pytest.raises(npattn.ConfigError, match="rtol must be below"):
+        npattn.gradcheck(_Off(1.0001), x, rtol=1e-4)
+    with pytest.raises(npattn.ConfigError, match="rtol must be below"):
+        npattn.gradcheck_stage(_stage_1e3, _stage_1e3_backward_off, a, rtol=1e-4)
+
+
+@pytest.mark.parametrize("atol, rtol", [(1.0, 1e-6), (1e-2, 1e-6), (1e3, 0.0)])
+def test_tolerances_that_would_pass_a_sign_flip_are_refused(atol, rtol):
+    with pytest.raises(npattn.ConfigError, match="too wide for these gradients"):
+        npattn.gradcheck(_Off(-1.0), make_x(None, 6, 3), atol=atol, rtol=rtol)
+    with pytest.raises(npattn.ConfigError, match="too wide for these gradients"):
+        npattn.gradcheck_stage(lambda a: (a * 1.0, None), lambda d, c: (-d,), [np.ones((4, 3))], atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (2, 0, 3), (0, 6, 3)])
+def test_an_input_with_no_elements_is_refused(shape):
+    with pytest.raises(npattn.ConfigError, match="at least one element"):
+        npattn.gradcheck(make(3, 2), np.zeros(shape))
+    with pytest.raises(npattn.ConfigError, match="at least one element"):
+        npattn.gradcheck_stage(lambda a: (a * 1.0, None), lambda d, c: (d,), [np.zeros(shape)])
+
+
+def test_a_zero_gradient_is_still_checked():
+    """All-zero numerical gradients (softmax over one key) are compared with atol: a nonzero analytical one fails."""
+    z = np.random.default_rng(0).standard_normal((4, 1))
+    npattn.gradcheck_stage(F.softmax_forward, F.softmax_backward, [z], kwargs={"scale": 1.0})
+    with pytest.raises(npattn.GradcheckError):
+        npattn.gradcheck_stage(F.softmax_forward, lambda d, c: (d,), [z], kwargs={"scale": 1.0})

@@ -1,7 +1,9 @@
 """Optimizers: trajectories pinned to PyTorch's documented algorithms (float64, 1e-12), parity with
 torch.optim when torch is installed, exact resume through state_dict, and clear errors."""
 
+import copy
 import math
+import re
 
 import numpy as np
 import pytest
@@ -285,3 +287,200 @@ def test_torch_parity(rng, name, config):
         topt.step()
     for g, tp in zip(got, tparams):
         np.testing.assert_allclose(g, tp.detach().numpy(), rtol=0, atol=ATOL)
+
+
+# ----------------------------------------------------------------------------------------------
+# Every way a setting enters is checked the same way; a failed step or load changes nothing.
+
+
+def _model():
+    return npattn.SelfAttention_v1(3, 2, rng=0, dtype=np.float64)
+
+
+def _snapshot(model, opt):
+    weights = [p.data.copy() for p in model.parameters()]
+    grads = [None if p.grad is None else np.array(p.grad, copy=True) for p in model.parameters()]
+    return weights, grads, copy.deepcopy(opt.state_dict())
+
+
+def _assert_unchanged(model, opt, before):
+    weights, grads, state = _snapshot(model, opt)
+    for a, b in zip(weights + grads, before[0] + before[1]):
+        assert (a is None and b is None) or np.array_equal(a, b)
+    assert repr(state) == repr(before[2])
+
+
+BAD_SETTINGS = [
+    ({"lr": -1.0}, "Invalid learning rate: -1.0"),
+    ({"lr": float("nan")}, "Invalid learning rate: expected a finite number >= 0, got nan"),
+    ({"lr": "0.1"}, "Invalid learning rate: expected a finite number >= 0, got '0.1'"),
+    ({"weight_decay": -1.0}, "Invalid weight_decay value"),
+    ({"maximize": "no"}, "maximize must be True or False, got 'no'"),
+    ({"bogus": 1}, "unknown setting(s) 'bogus'"),
+]
+ADAM_SETTINGS = [
+    ({"betas": (1.0, 0.9)}, "Invalid beta parameter at index 0: 1.0"),
+    ({"betas": (0.9, float("nan"))}, "Invalid beta parameter at index 1: nan"),
+    ({"eps": -1.0}, "Invalid epsilon value"),
+    ({"amsgrad": "no"}, "amsgrad must be True or False"),
+]
+SGD_SETTINGS = [
+    ({"momentum": -1.0}, "Invalid momentum value"),
+    ({"nesterov": "no", "momentum": 0.9}, "nesterov must be True or False"),
+    ({"nesterov": True}, "Nesterov momentum requires a momentum"),
+]
+CASES = (
+    [(cls, s, m) for cls in (SGD, Adam, AdamW) for s, m in BAD_SETTINGS]
+    + [(cls, s, m) for cls in (Adam, AdamW) for s, m in ADAM_SETTINGS]
+    + [(SGD, s, m) for s, m in SGD_SETTINGS]
+)
+ENTRIES = ["group", "add_param_group", "load_state_dict", "edit_then_step"]
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize("cls,settings,message", CASES, ids=lambda v: str(v) if isinstance(v, dict) else None)
+def test_every_way_a_setting_enters_is_checked_like_the_constructor(entry, cls, settings, message):
+    model = _model()
+    params = list(model.parameters())
+    if "bogus" not in settings:  # the constructor itself refuses the same value with the same message
+        with pytest.raises(npattn.ConfigError, match=re.escape(message)):
+            cls(params, **settings)
+    if entry == "group":
+        with pytest.raises(npattn.ConfigError, match=re.escape("parameter group 1: " + message)):
+            cls([{"params": params[:1]}, {"params": params[1:], **settings}])
+        return
+    opt = cls(params[:2] if entry == "add_param_group" else params, lr=0.1)
+    for p in params:
+        p.grad[...] = 1.0
+    opt.step()
+    before = _snapshot(model, opt)
+    if entry == "add_param_group":
+        with pytest.raises(npattn.ConfigError, match=re.escape(message)):
+            opt.add_param_group({"params": params[2:], **settings})
+        assert len(opt.param_groups) == 1
+    elif entry == "load_state_dict":
+        state = copy.deepcopy(opt.state_dict())
+        state["param_groups"][0].update(settings)
+        with pytest.raises(npattn.StateDictError, match=re.escape(message)):
+            opt.load_state_dict(state)
+    else:
+        saved = dict(opt.param_groups[0])
+        opt.param_groups[0].update(settings)
+        with pytest.raises(npattn.ConfigError, match=re.escape(message)):
+            opt.step()
+        opt.param_groups[0].clear()
+        opt.param_groups[0].update(saved)
+    _assert_unchanged(model, opt, before)
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_the_same_parameter_twice_is_refused(cls):
+    model = _model()
+    with pytest.raises(npattn.ConfigError, match="listed twice in one group"):
+        cls([model.W_query, model.W_key, model.W_query])
+    opt = cls([model.W_query])
+    with pytest.raises(npattn.ConfigError, match="more than one parameter group"):
+        opt.add_param_group({"params": [model.W_key, model.W_query]})
+    opt.param_groups[0]["params"].append(model.W_query)  # an edit after construction is caught at step
+    with pytest.raises(npattn.ConfigError, match="listed twice"):
+        opt.step()
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_a_module_instead_of_its_parameters(cls):
+    with pytest.raises(npattn.ConfigError, match=r"got SelfAttention_v1 \(pass model.parameters\(\)\)"):
+        cls(_model())
+    with pytest.raises(npattn.ConfigError, match="expects an iterable"):
+        cls(None)
+    with pytest.raises(npattn.ConfigError, match="'params' must be an iterable"):
+        cls([{"params": _model()}])
+
+
+STEP_FAILURES = [
+    (lambda m, o: setattr(m.W_value, "grad", np.ones((2, 3))), npattn.ShapeError, ".grad has shape (2, 3)"),
+    (lambda m, o: setattr(m.W_value, "grad", np.ones((1, 2))), npattn.ShapeError, ".grad has shape (1, 2)"),
+    (lambda m, o: setattr(m.W_value, "grad", np.zeros((3, 2), complex)), npattn.DTypeError, "complex128"),
+    (lambda m, o: setattr(m.W_value, "grad", np.array([["a"] * 2] * 3)), npattn.DTypeError, "<U1"),
+    (lambda m, o: m.W_value.data.setflags(write=False), npattn.ConfigError, "read-only"),
+    (lambda m, o: o.state[m.W_value].update(exp_avg=np.zeros(7)), npattn.StateDictError, "has shape (7,)"),
+    (lambda m, o: o.state[m.W_value].pop("exp_avg_sq"), npattn.StateDictError, "expected the buffers"),
+    (lambda m, o: o.param_groups[0].update(amsgrad=True), npattn.StateDictError, "amsgrad=True"),
+]
+
+
+@pytest.mark.parametrize("edit,error,message", STEP_FAILURES)
+def test_a_failed_step_changes_nothing(edit, error, message):
+    """The bad parameter is the last one: without the checks first, the others would have moved."""
+    model = _model()
+    opt = Adam(model.parameters(), lr=0.1)
+    for p in model.parameters():
+        p.grad[...] = 1.0
+    opt.step()
+    edit(model, opt)
+    before = _snapshot(model, opt)
+    with pytest.raises(error, match=re.escape(message)):
+        opt.step()
+    _assert_unchanged(model, opt, before)
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_a_grad_of_none_is_skipped_like_pytorch(cls):
+    model = _model()
+    opt = cls(model.parameters(), lr=0.1)
+    for p in model.parameters():
+        p.grad[...] = 1.0
+    before = model.W_value.data.copy()
+    model.W_value.grad = None
+    opt.step()
+    np.testing.assert_array_equal(model.W_value.data, before)
+    assert not np.array_equal(model.W_query.data, _model().W_query.data)
+    opt.zero_grad()
+    assert model.W_value.grad is None  # like torch's zero_grad(set_to_none=True): stays None
+    np.testing.assert_array_equal(model.W_query.grad, np.zeros((3, 2)))
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam])
+def test_grads_of_another_dtype_are_used_in_the_parameters_dtype(cls):
+    """A float32 .grad on a float64 parameter: the update is the float64 one (no float32 rounding)."""
+    a, b = _model(), _model()
+    opt_a, opt_b = cls(a.parameters(), lr=0.1), cls(b.parameters(), lr=0.1)
+    g = np.random.default_rng(0).standard_normal((3, 2)).astype(np.float32)
+    for p, q in zip(a.parameters(), b.parameters()):
+        p.grad = g
+        q.grad[...] = g.astype(np.float64)
+    opt_a.step()
+    opt_b.step()
+    for p, q in zip(a.parameters(), b.parameters()):
+        assert p.data.dtype == np.float64
+        np.testing.assert_array_equal(p.data, q.data)
+
+
+BAD_STATE = [
+    (lambda s: s["state"][0].update(step=0), "'step' must be an integer >= 1"),
+    (lambda s: s["state"][0].update(step=1.5), "'step' must be an integer >= 1"),
+    (lambda s: s["state"][0].pop("exp_avg"), "expected the buffers"),
+    (lambda s: s["state"][0].update(momentum_buffer=np.zeros((3, 2))), "unknown state 'momentum_buffer'"),
+    (lambda s: s["state"][0]["exp_avg"].__setitem__((0, 0), np.nan), "'exp_avg' holds NaN or inf"),
+    (lambda s: s["state"][0]["exp_avg_sq"].__setitem__((0, 0), -1.0), "'exp_avg_sq' holds negative values"),
+    (lambda s: s["state"][0].update(exp_avg=np.array([["a"] * 2] * 3)), "expected a real numeric array"),
+    (lambda s: s["state"].update(x=s["state"].pop(0)), "state for parameter index 'x'"),
+    (lambda s: s["param_groups"][0].update(params=[0, 0, 1]), "distinct integers"),
+    (lambda s: s["param_groups"][0].pop("lr"), "lacks the setting(s) 'lr'"),
+    (lambda s: s["param_groups"][0].update(amsgrad=True), "amsgrad=True"),
+    (lambda s: s.update(param_groups=5), "needs 'state' and 'param_groups'"),
+]
+
+
+@pytest.mark.parametrize("edit,message", BAD_STATE)
+def test_load_state_dict_checks_buffers_before_changing_anything(edit, message):
+    model = _model()
+    opt = Adam(model.parameters(), lr=0.1)
+    for p in model.parameters():
+        p.grad[...] = 1.0
+    opt.step()
+    state = copy.deepcopy(opt.state_dict())
+    edit(state)
+    before = _snapshot(model, opt)
+    with pytest.raises(npattn.StateDictError, match=re.escape(message)):
+        opt.load_state_dict(state)
+    _assert_unchanged(model, opt, before)

@@ -8,13 +8,17 @@ after training. ``--plot FILE.png`` also draws the loss curve and the attention 
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 import numpy as np
 
+from npattn.errors import ConfigError
 from npattn.optim import Adam
+from npattn.train.atomic import atomic_write, check_target
 from npattn.train.loop import History, fit, progress_header, progress_line
 from npattn.train.tasks import SelectiveCopy, attention_weights
 
@@ -67,6 +71,7 @@ def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> i
         except ImportError:
             print(f"npattn demo: {PLOT_HINT}", file=sys.stderr)
             return 2
+        _check_plot_target(plot)
     task = SelectiveCopy(seed=123)
     k = task.n_classes
     model = task.make_model()
@@ -130,6 +135,17 @@ def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> i
     return 0 if after["accuracy"] > 0.99 else 1
 
 
+def _check_plot_target(path: str) -> None:
+    """Refuse, before training, a --plot path matplotlib cannot write or that is not a file."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    check_target(path, "plot")
+    ext = os.path.splitext(path)[1][1:].lower() or "png"
+    if ext not in FigureCanvasBase.get_supported_filetypes():
+        supported = ", ".join(sorted(FigureCanvasBase.get_supported_filetypes()))
+        raise ConfigError(f"--plot {path!r}: matplotlib cannot write .{ext} files (it writes {supported})")
+
+
 def _plot(path: str, history: History, attn_before: np.ndarray, attn_after: np.ndarray, tokens: list[str]) -> None:
     """Loss curve and the before/after attention heatmaps of the shown sequence."""
     import matplotlib
@@ -146,5 +162,7 @@ def _plot(path: str, history: History, attn_before: np.ndarray, attn_after: np.n
         ax.set_xticks(range(len(tokens)), tokens)
         ax.set_yticks(range(len(tokens)), tokens)
     fig.colorbar(image, ax=axes[1:], shrink=0.8)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+    image_bytes = io.BytesIO()
+    fig.savefig(image_bytes, format=os.path.splitext(path)[1][1:].lower() or "png", dpi=100, bbox_inches="tight")
     plt.close(fig)
+    atomic_write(path, image_bytes.getvalue(), "plot")

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Callable, Sequence
+from typing import NoReturn, TextIO
 
 from npattn.book import BOOK_TOKENS, book_inputs
+from npattn.cli.check import DEFAULT_TIMEOUT, run_check_isolated
 from npattn.cli.demo import format_matrix, run_demo
 from npattn.cli.trace import TRACE_CLASSES, run_trace
 from npattn.debug.stagecheck import run_gradcheck
 from npattn.debug.trace import trace
-from npattn.debug.usercode import run_check
-from npattn.errors import NpattnError
+from npattn.errors import ConfigError, NpattnError
 from npattn.gradcheck import gradcheck
 from npattn.nn.attention import SelfAttention_v1
 from npattn.train.command import run_train_command
@@ -38,37 +38,103 @@ def run_book_example(out: TextIO) -> int:
     return 0 if report else 1
 
 
-def _add_sizes(cmd: argparse.ArgumentParser) -> None:
-    cmd.add_argument("--tokens", type=int, default=6, help="number of tokens n (default 6)")
-    cmd.add_argument("--d-in", type=int, default=3, help="input dimension (default 3)")
-    cmd.add_argument("--d-out", type=int, default=2, help="output dimension (default 2)")
-    cmd.add_argument("--seed", type=int, default=123, help="seed of the weights and the input (default 123)")
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``npattn train: error: ... (see npattn train --help)``, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _integer(low: int, high: int | None = None, what: str = "") -> Callable[[str], int]:
+    """An argparse type: an integer in [low, high]; ``what`` says why there is a ceiling."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            kind = "a positive integer" if low == 1 else f"an integer >= {low}"
+            raise argparse.ArgumentTypeError(f"must be {kind}, got {value}")
+        if high is not None and value > high:
+            raise argparse.ArgumentTypeError(f"must be at most {high}{what}, got {value}")
+        return value
+
+    return parse
+
+
+SEED = _integer(0, 2**32 - 1, " (the tasks' and inputs' seeds lie in [0, 2**32))")
+COUNT = _integer(0)
+
+
+def _add_sizes(cmd: argparse.ArgumentParser, limit: int, why: str) -> None:
+    size = _integer(1, limit, why)
+    cmd.add_argument("--tokens", type=size, default=6, help=f"number of tokens n (default 6, at most {limit})")
+    cmd.add_argument("--d-in", type=size, default=3, help=f"input dimension (default 3, at most {limit})")
+    cmd.add_argument("--d-out", type=size, default=2, help=f"output dimension (default 2, at most {limit})")
+    cmd.add_argument("--seed", type=SEED, default=123, help="seed of the weights and the input (default 123)")
+
+
+def _add_lm_options(group: argparse._ArgumentGroup) -> None:
+    """The options of ``npattn train --task lm``; every default is None, so that the run's own
+    defaults apply and a resumed run can tell what was given."""
+    add = group.add_argument
+    add("--text", metavar="FILE", help="UTF-8 text to train on (default: the standard library's pydoc_data.topics)")
+    add("--tokenizer", choices=["char", "bpe", "gpt2"], help="default: bpe (trained on the text); gpt2 needs tiktoken")
+    add("--vocab-size", type=int, help="vocabulary of the bpe tokenizer (default: 1024)")
+    add("--context-length", type=int, help="tokens per window, the GPT's context_length (default: 128)")
+    add("--emb-dim", type=int, help="embedding size (default: 128)")
+    add("--n-heads", type=int, help="attention heads (default: 4)")
+    add("--n-layers", type=int, help="transformer blocks (default: 4)")
+    add("--drop-rate", type=float, help="dropout rate (default: 0.1, the book's)")
+    add("--qkv-bias", action="store_const", const=True, help="bias in the query/key/value projections")
+    add("--dtype", choices=["float32", "float64"], help="default: float32")
+    add("--batch-size", type=int, help="windows per batch (default: 8)")
+    add("--stride", type=int, help="tokens between window starts (default: the context length)")
+    add("--weight-decay", type=float, help="AdamW's weight decay (default: 0.1, the book's)")
+    add("--epochs", type=int, help="passes over the training text (instead of --steps)")
+    add("--eval-every", type=int, help="evaluate train and validation loss every N steps (default: 50)")
+    add("--eval-iter", type=int, help="batches per evaluation (default: 5)")
+    add("--prompt", help="start of the sample generated after each epoch (default: 'The')")
+    add("--sample-tokens", type=int, help="tokens generated per sample (default: 50)")
+    add("--temperature", type=float, help="sampling temperature of the samples (default: 0, greedy)")
+    add("--top-k", type=int, help="sample among the k most likely tokens only")
+    add("--plot", metavar="FILE.png", help="draw the loss curves (needs matplotlib)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="npattn", description="Self-attention with hand-derived backprop in NumPy.")
+    parser = _Parser(prog="npattn", description="Self-attention with hand-derived backprop in NumPy.")
     sub = parser.add_subparsers(dest="command")
     demo = sub.add_parser("demo", help="the main job: watch training adjust W_query, W_key, W_value (selective copy)")
     demo.add_argument(
         "--plot", metavar="FILE.png", help="also draw the loss curve and attention heatmaps (needs matplotlib)"
     )
     sub.add_parser("book", help="the book's chapter-3 example: stage shapes, context vectors, gradient check")
-    train = sub.add_parser("train", help="train SelfAttention_v1 on a task, with checkpoints (--save/--resume)")
-    train.add_argument(
-        "--task", choices=["selective-copy", "teacher-student"], default=None, help="default: selective-copy"
+    train = sub.add_parser(
+        "train", help="train SelfAttention_v1 on a task, or a GPT on text (--task lm); --save/--resume checkpoints"
     )
-    train.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default=None, help="default: adam")
-    train.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.05)")
-    train.add_argument("--steps", type=int, default=300, help="total number of steps (default: 300)")
-    train.add_argument("--seed", type=int, default=None, help="seed of the weights and the data (default: 123)")
-    train.add_argument("--log-every", type=int, default=30, help="print a progress line every N steps (default: 30)")
+    train.add_argument(
+        "--task", choices=["selective-copy", "teacher-student", "lm"], default=None, help="default: selective-copy"
+    )
+    train.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default=None, help="default: adam (lm: adamw)")
+    train.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.05; lm: 0.0004)")
+    train.add_argument(
+        "--steps", type=COUNT, default=None, help="total number of steps (default: 300; lm: one epoch)"
+    )
+    train.add_argument("--seed", type=SEED, default=None, help="seed of the weights and the data (default: 123)")
+    train.add_argument(
+        "--log-every", type=COUNT, default=None, help="print a progress line every N steps (default: 30; 0: never)"
+    )
     train.add_argument("--save", metavar="FILE", help="write a checkpoint (.npz) here (atomically)")
-    train.add_argument("--save-every", type=int, default=0, help="checkpoint every N steps (default: only at the end)")
+    train.add_argument(
+        "--save-every", type=COUNT, default=0, help="checkpoint every N steps (default: only at the end)"
+    )
     train.add_argument("--resume", metavar="FILE", help="continue the run stored in this checkpoint up to --steps")
+    _add_lm_options(train.add_argument_group("--task lm: a GPT trained on text (the book's chapter 5)"))
     trace_cmd = sub.add_parser(
         "trace", help="predicted and actual shape of every stage of SelfAttention_v1 (or --class)"
     )
-    _add_sizes(trace_cmd)
+    _add_sizes(trace_cmd, 4096, " (trace keeps every n x n stage)")
     trace_cmd.add_argument(
         "--book",
         action="store_true",
@@ -82,11 +148,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="trace this chapter-3 class on a batch of two (with --book: the book's batch and seeds, "
         "789 for v2, 123 for the others; dropout 0.0, context_length = tokens)",
     )
-    trace_cmd.add_argument("--heads", type=int, default=2, help="num_heads of wrapper and mha (default 2)")
+    trace_cmd.add_argument(
+        "--heads", type=_integer(1), default=None, help="num_heads of --class wrapper and mha (default 2)"
+    )
     grad_cmd = sub.add_parser("gradcheck", help="finite-difference check of every stage pair and parameter")
-    _add_sizes(grad_cmd)
-    check_cmd = sub.add_parser("check", help="check your own attention: FILE.py:NAME (a class or a function)")
+    _add_sizes(grad_cmd, 64, " (every element is checked by finite differences: larger sizes take minutes)")
+    check_cmd = sub.add_parser(
+        "check",
+        help="check your own attention and its backward: FILE.py:NAME (a class, a function, "
+        "or a pair NAME_forward/NAME_backward)",
+    )
     check_cmd.add_argument("spec", metavar="FILE.py:NAME")
+    check_cmd.add_argument(
+        "--timeout",
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop your code after this many seconds (default {DEFAULT_TIMEOUT:g}); it runs in a child process",
+    )
     return parser
 
 
@@ -98,6 +176,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "train":
         return run_train_command(args, sys.stdout)
     if args.command == "trace":
+        if args.heads is not None and args.attention not in ("wrapper", "mha"):
+            raise ConfigError(f"--heads applies to --class wrapper or mha, not to {args.attention or 'v1'}")
         return run_trace(
             args.tokens,
             args.d_in,
@@ -106,22 +186,34 @@ def _dispatch(args: argparse.Namespace) -> int:
             book=args.book,
             values=args.values,
             attention=args.attention,
-            num_heads=args.heads,
+            num_heads=2 if args.heads is None else args.heads,
         )
     if args.command == "gradcheck":
         return run_gradcheck(args.tokens, args.d_in, args.d_out, seed=args.seed)
     if args.command == "check":
-        return run_check(args.spec)
+        return run_check_isolated(args.spec, timeout=args.timeout)
     raise NpattnError(f"unknown command {args.command}")
+
+
+def one_line(exc: BaseException) -> str:
+    """The message on one line: load_state_dict's list of problems is joined with "; "."""
+    message = ""
+    for line in (part.strip() for part in str(exc).splitlines()):
+        if line:
+            message += line if not message else (" " if message.endswith(":") else "; ") + line
+    return message
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``npattn`` console script; returns the exit code (2 for a usage error)."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2), already printed on one line
+        return exc.code if isinstance(exc.code, int) else 2
     try:
         return _dispatch(args)
     except NpattnError as exc:
-        print(f"npattn {args.command or 'demo'}: error: {exc}", file=sys.stderr)
+        print(f"npattn {args.command or 'demo'}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `npattn trace --book | head`
         sys.stderr.close()

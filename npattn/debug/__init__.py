@@ -9,8 +9,13 @@
     diagnose.py     diagnose: the catalogue of classic mistakes, reproduced exactly
     stagecheck.py   gradcheck_pipeline: every stage pair's gradient check, then the module's
     usercode.py     check_attention / ``npattn check``: a learner's own attention, checked
+    backward.py     diagnose_backward: the catalogue of classic backward mistakes, reproduced exactly
+    backcheck.py    check_backward: each gradient against finite differences and npattn's gradient
+    userbackward.py a learner's backward (function pair or class) as the callables check_backward takes
 """
 
+from npattn.debug.backcheck import BackwardCheck, check_backward
+from npattn.debug.backward import BACKWARD_CATALOGUE, BackwardDiagnosis, BackwardMistake, diagnose_backward
 from npattn.debug.compare import Comparison, StageDiff, compare
 from npattn.debug.diagnose import CATALOGUE, Diagnosis, Mistake, diagnose
 from npattn.debug.formulas import STAGE_FORMULAS, kind_of
@@ -29,8 +34,12 @@ from npattn.debug.usercode import CheckReport, check_attention
 from npattn.debug.weights import check_weights, to_numpy, weights_of
 
 __all__ = [
+    "BACKWARD_CATALOGUE",
     "CATALOGUE",
     "STAGE_FORMULAS",
+    "BackwardCheck",
+    "BackwardDiagnosis",
+    "BackwardMistake",
     "CheckReport",
     "Comparison",
     "Diagnosis",
@@ -44,12 +53,14 @@ __all__ = [
     "StagePrediction",
     "Trace",
     "check_attention",
+    "check_backward",
     "check_rows",
     "check_rows_of",
     "check_shapes",
     "check_weights",
     "compare",
     "diagnose",
+    "diagnose_backward",
     "gradcheck_pipeline",
     "kind_of",
     "predict_shapes",

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from npattn import _html
 from npattn.debug.formulas import format_shape, format_table, formula_of
 from npattn.debug.trace import Trace, trace
 from npattn.debug.weights import to_numpy, weights_of
@@ -94,7 +95,7 @@ class Comparison:
             )
         return _AFTER_DIVERGENCE.get(plain, "look at this stage")
 
-    def __str__(self) -> str:
+    def _rows(self) -> list[list[str]]:
         first = self.first_divergence
         rows = []
         for s in self.stages:
@@ -109,14 +110,22 @@ class Comparison:
                 verdict += "  <- first divergence"
             shape = format_shape(s.reference_shape if s.reference_shape is not None else s.candidate_shape)
             rows.append([s.name, shape, diff, verdict])
-        lines = format_table(["stage", "shape", "max |diff|", ""], rows)
+        return rows
+
+    def _verdict(self) -> str:
+        first = self.first_divergence
         if first is None:
-            lines.append("all compared stages agree" if self.passed else "no stage in common to compare")
-        else:
-            lines.append(f"first diverging stage: {first}: {self._hint(first)}")
-        return "\n".join(lines)
+            return "all compared stages agree" if self.passed else "no stage in common to compare"
+        return f"first diverging stage: {first}: {self._hint(first)}"
+
+    def __str__(self) -> str:
+        return "\n".join([*format_table(["stage", "shape", "max |diff|", ""], self._rows()), self._verdict()])
 
     __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        table = _html.table(["stage", "shape", "max |diff|", ""], self._rows(), caption="compare")
+        return _html.wrap(table, text=self._verdict())
 
 
 Implementation = Module | Trace | Callable[..., Any]

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from npattn import _html
 from npattn._checks import as_array
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.weights import check_weights, to_numpy
@@ -162,6 +163,7 @@ class Diagnosis:
     causal: bool = False
     tolerance: tuple[float, float] = (1e-5, 1e-4)
     candidates: tuple[str, ...] = field(default=())
+    label: str = ""  # the kind of attention, when not (causal) self-attention
 
     @property
     def identifiers(self) -> tuple[str, ...]:
@@ -178,7 +180,7 @@ class Diagnosis:
         raise KeyError(identifier)
 
     def __str__(self) -> str:
-        kind = "causal self-attention" if self.causal else "self-attention"
+        kind = self.label or ("causal self-attention" if self.causal else "self-attention")
         lines = [f"diagnosis ({kind}, reference recomputed from x and the three weight matrices):"]
         if self.correct:
             lines.append(f"  correct: the output equals the reference (max |diff| {self.max_abs_diff:.1e})")
@@ -189,7 +191,7 @@ class Diagnosis:
         if self.matches:
             lines.append("  the output is reproduced exactly by:")
             lines += [f"    {m}: {self.explain(m)}" for m in self.matches]
-        elif not self.correct:
+        elif not self.correct and self.candidates:
             lines.append(f"  no catalogued mistake reproduces it ({len(self.candidates)} tried)")
         if self.symptoms:
             lines.append("  symptoms:")
@@ -201,6 +203,16 @@ class Diagnosis:
         return "\n".join(lines)
 
     __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        rows = [[m, "WRONG", self.explain(m)] for m in self.matches]
+        rows += [[s.identifier, "WRONG", s.message] for s in self.symptoms]
+        verdict = "ok" if self.correct else "WRONG"
+        diff = "-" if self.max_abs_diff is None else f"{self.max_abs_diff:.3e}"
+        parts = [_html.table(["output", "max |output - reference|"], [[verdict, diff]], caption="diagnosis")]
+        if rows:
+            parts.append(_html.table(["identifier", "", "what it means"], rows))
+        return _html.wrap(*parts, text=str(self))
 
 
 def _close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> bool:

@@ -8,12 +8,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from npattn import _html
 from npattn._checks import check_positive_int
 from npattn.debug.formulas import KINDS, format_shape, format_table, formula_of, kind_of
 from npattn.debug.trace import Trace
@@ -44,6 +46,19 @@ class StagePrediction:
     formula: str
     shape: tuple[int, ...]
     change: str
+
+    def nbytes(self, dtype: Any = np.float32) -> int:
+        """The stage's array in bytes for ``dtype``: every dimension multiplied, times the item size."""
+        return math.prod(self.shape) * np.dtype(dtype).itemsize
+
+
+def format_bytes(n: int) -> str:
+    """1536 -> "1.5 KiB": bytes in powers of 1024, three significant digits."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True)
@@ -85,15 +100,42 @@ class ShapePrediction:
             return f"d_out * num_heads = {self.output_shape[-1]}"
         return f"d_out={self.d_out}"
 
-    def __str__(self) -> str:
-        rows = [[s.name, s.formula, format_shape(s.shape), s.change] for s in self.stages]
+    def memory(self, dtype: Any = np.float32) -> dict[str, int]:
+        """Bytes of every stage's array for ``dtype`` (float32: 4 per number, float64: 8)."""
+        return {s.name: s.nbytes(dtype) for s in self.stages}
+
+    def total_bytes(self, dtype: Any = np.float32) -> int:
+        """All stages together: what a forward pass keeps when it records every stage."""
+        return sum(self.memory(dtype).values())
+
+    def _rows(self) -> list[list[str]]:
+        return [
+            [s.name, s.formula, format_shape(s.shape), format_bytes(s.nbytes(np.float32)),
+             format_bytes(s.nbytes(np.float64)), s.change]
+            for s in self.stages
+        ]
+
+    _HEADER = ("stage", "formula", "shape", "float32", "float64", "what changed")
+
+    def _head(self) -> str:
         head = f"predicted shapes: n_tokens={self.n_tokens}, d_in={self.d_in}, d_out={self.d_out}"
         head += f", batch={self.batch}" if self.batch is not None else ""
         head += f", num_heads={self.num_heads}" if self.num_heads is not None else ""
-        head += f" ({self.kind} attention)" if self.kind != "self" else ""
-        return "\n".join([head, *format_table(["stage", "formula", "shape", "what changed"], rows)])
+        return head + (f" ({self.kind} attention)" if self.kind != "self" else "")
+
+    def _total(self) -> str:
+        return (
+            f"all stages: {format_bytes(self.total_bytes(np.float32))} in float32, "
+            f"{format_bytes(self.total_bytes(np.float64))} in float64"
+        )
+
+    def __str__(self) -> str:
+        return "\n".join([self._head(), *format_table(self._HEADER, self._rows()), self._total()])
 
     __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        return _html.wrap(_html.table(self._HEADER, self._rows(), caption=self._head()), text=self._total())
 
 
 def predict_shapes(
@@ -320,6 +362,10 @@ def check_shapes(prediction: ShapePrediction, actual: Trace | Mapping[str, Any] 
     ("heads.0.queries"), then by plain name; the output is the prediction's last stage
     (out_proj for multi-head; for the wrapper, context_vec with d_out * num_heads columns).
     """
+    if not isinstance(prediction, ShapePrediction):
+        raise ConfigError(
+            f"check_shapes expects a ShapePrediction (from predict_shapes) first, got {type(prediction).__name__}"
+        )
     output_name = prediction.output_name
     if isinstance(actual, Trace):
         found: dict[str, tuple[int, ...]] = {s.qualname: s.shape for s in reversed(actual.stages)}

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from npattn import _html
 from npattn.debug.formulas import LATEST_OF, format_shape, format_table, formula_of, kind_of
 from npattn.debug.weights import weights_of
 from npattn.errors import ConfigError
@@ -85,6 +86,21 @@ class Trace:
         return "\n".join([head, *format_table(["stage", "formula", "inputs", "shape"], rows)])
 
     __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        """The stage table, and the attention weights (first sequence, first head) as a heatmap."""
+        rows = [
+            [s.qualname, s.formula, ", ".join(f"{n} {format_shape(sh)}" for n, sh in s.input_shapes),
+             format_shape(s.shape)]
+            for s in self.stages
+        ]
+        head = f"trace of {self.module_name}" if self.module_name else "trace"
+        parts = [_html.table(["stage", "formula", "inputs", "shape"], rows, caption=head)]
+        if "attn_weights" in self:
+            stage = self.stage("attn_weights")
+            where = " (first sequence, first head)" if stage.array.ndim > 2 else ""
+            parts.append(_html.heatmap(stage.array, caption=f"{stage.qualname}{where}: row = query, column = key"))
+        return _html.wrap(*parts)
 
 
 def _weight_shape(module: Module, name: str) -> tuple[int, ...] | None:

@@ -8,9 +8,17 @@ the seed-123 weights of ``SelfAttention_v1(3, 2, rng=123)``; the report holds th
 check, the single-token row check and the diagnosis.
 
 A class is built with the book's call forms: ``NAME(d_in, d_out)``, else (a constructor that
-needs them) ``NAME(d_in, d_out, context_length=6, dropout=0.0)``, like CausalAttention. An
-attention built that way, or holding a ``mask`` (the book's causal buffer), is causal: it runs
-on the book's batch (2, 6, 3) and is checked and diagnosed as causal attention.
+needs them) ``NAME(d_in, d_out, context_length=6, dropout=0.0)``, like CausalAttention, or, when
+the constructor has a ``num_heads`` parameter, ``NAME(d_in, d_out, context_length=6, dropout=0.0,
+num_heads=2)`` like MultiHeadAttention (without an output projection; d_out=4, the weights of
+``MultiHeadAttention(3, 4, 6, 0.0, num_heads=2, rng=123)``). An attention built that way, or
+holding a ``mask`` (the book's causal buffer), is causal: it runs on the book's batch (2, 6, 3)
+and is checked and diagnosed as causal attention.
+
+With a backward (a function pair ``NAME_forward``/``NAME_backward``, or a class with
+``backward(d_out)``), the report adds the backward check (``npattn.debug.backcheck``): every
+gradient against finite differences of the user's own forward and against npattn's, and the
+catalogued backward mistake; a causal class is also checked with dropout=0.2.
 """
 
 from __future__ import annotations
@@ -23,25 +31,51 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TextIO
 
 import numpy as np
 
+from npattn import _html
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
-from npattn.debug.diagnose import Diagnosis, diagnose
+from npattn.debug.backcheck import BackwardCheck, check_backward
+from npattn.debug.backward import attention_reference
+from npattn.debug.diagnose import Diagnosis, Symptom, diagnose
 from npattn.debug.formulas import WEIGHT_NAMES
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.rows import RowCheck, check_rows
+from npattn.debug.userbackward import (
+    DROPOUT_P,
+    dropout_check,
+    kept_random_state,
+    object_callables,
+    pair_callables,
+    seeded,
+)
 from npattn.debug.weights import to_numpy, weights_of
 from npattn.errors import ConfigError, NpattnError
-from npattn.nn.attention import SelfAttention_v1
+from npattn.nn.attention import MultiHeadAttention, SelfAttention_v1
 
-__all__ = ["CheckReport", "UserAttention", "book_weights", "check_attention", "load_attention", "run_check"]
+__all__ = [
+    "CheckReport",
+    "UserAttention",
+    "attention_from_module",
+    "book_weights",
+    "check_attention",
+    "load_attention",
+    "multihead_weights",
+    "run_check",
+]
 
 
 def book_weights() -> dict[str, np.ndarray]:
     """The weights of ``SelfAttention_v1(3, 2, rng=123)``: the book's torch.manual_seed(123) draws."""
     return weights_of(SelfAttention_v1(3, 2, rng=123))
+
+
+def multihead_weights() -> dict[str, np.ndarray]:
+    """The weights of ``MultiHeadAttention(3, 4, 6, 0.0, num_heads=2, rng=123)``: d_out=4, head_dim=2."""
+    return weights_of(MultiHeadAttention(3, 4, BOOK_CONTEXT_LENGTH, 0.0, num_heads=NUM_HEADS, rng=123))
 
 
 def _is_torch(obj: Any) -> bool:
@@ -74,6 +108,7 @@ def _assign(owner: Any, name: str, W: np.ndarray, label: str) -> None:
 
 # The book's causal attention is built with context_length and dropout too: check it with no dropout.
 BOOK_CONTEXT_LENGTH = len(BOOK_TOKENS)
+NUM_HEADS = 2
 
 
 @dataclass
@@ -85,43 +120,71 @@ class UserAttention:
     """
 
     name: str
-    kind: str  # "class", "instance" or "function"
+    kind: str  # "class", "instance", "function" or "pair" (NAME_forward and NAME_backward)
     target: Any
     causal: bool = False
     built_as: str = ""
+    backward_target: Any = None  # NAME_backward of a pair
+    num_heads: int | None = None  # a multi-head class
+    obj: Any = None  # the object prepare built or loaded
 
-    def _construct(self, d_in: int, d_out: int) -> Any:
+    def _construct(self, d_in: int, d_out: int, dropout: float = 0.0) -> Any:
         """The class built with the first of the book's call forms its constructor accepts."""
-        forms: list[tuple[Any, ...]] = [(d_in, d_out), (d_in, d_out, BOOK_CONTEXT_LENGTH, 0.0)]
+        forms: list[tuple[Any, ...]] = [(d_in, d_out), (d_in, d_out, BOOK_CONTEXT_LENGTH, dropout)]
+        if self.num_heads:
+            forms = [(d_in, d_out, BOOK_CONTEXT_LENGTH, dropout, self.num_heads)]
         args = next((form for form in forms if _accepts(self.target, len(form))), forms[0])
-        self.built_as = f"{self.name}({', '.join(map(str, args))})"
+        built_as = f"{self.name}({', '.join(map(str, args))})"
         try:
             obj = self.target(*args)
         except Exception as exc:
             raise ConfigError(
-                f"could not construct {self.built_as}: {exc} (npattn check builds a class as NAME(d_in, d_out) "
-                "or, like the book's CausalAttention, NAME(d_in, d_out, context_length, dropout))"
+                f"could not construct {built_as}: {exc} (npattn check builds a class as NAME(d_in, d_out) "
+                "or, like the book's CausalAttention, NAME(d_in, d_out, context_length, dropout), "
+                "or NAME(d_in, d_out, context_length, dropout, num_heads))"
             ) from exc
-        self.causal = len(args) == len(forms[1])
+        if dropout == 0.0:
+            self.built_as = built_as
+            self.causal = len(args) >= len(forms[-1]) >= 4
         return obj
+
+    @property
+    def has_backward(self) -> bool:
+        """A function pair, or an object with a ``backward`` of its own (not a torch module)."""
+        if self.kind == "pair":
+            return True
+        return self.obj is not None and callable(getattr(self.obj, "backward", None)) and not _is_torch(self.obj)
+
+    def backward_callables(self) -> tuple[Callable[..., np.ndarray], Callable[..., dict[str, Any]]]:
+        """(forward(x, W) -> out, backward(x, W, G) -> grads) for ``check_backward`` (after prepare)."""
+        if self.kind == "pair":
+            forward, backward = pair_callables(self.target, self.backward_target, self.name)
+        else:
+            forward, backward = object_callables(self.obj, self.name)
+        return seeded(forward), seeded(backward)
 
     def prepare(self, weights: Mapping[str, np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
         """Build the attention (a class), load the (d_in, d_out) ``weights``; returns x -> output."""
         W = {n: np.asarray(weights[n]) for n in WEIGHT_NAMES}
         if self.kind == "function":
-            return lambda x: to_numpy(self.target(x, W["W_query"], W["W_key"], W["W_value"]))
+            return lambda x: to_numpy(self.target(x, *(W[n].copy() for n in WEIGHT_NAMES)))
+        if self.kind == "pair":
+            forward = seeded(pair_callables(self.target, self.backward_target, self.name)[0])
+            return lambda x: forward(x, {n: w.copy() for n, w in W.items()})
         obj = self.target
         if self.kind == "class":
             obj = self._construct(*W["W_query"].shape)
             _require_weights(obj, self.name)
         self.causal = self.causal or hasattr(obj, "mask")
+        self.obj = obj
         for n in WEIGHT_NAMES:
             _assign(obj, n, W[n], f"{self.name}.{n}")
         if _is_torch(obj):
             import torch
 
             return lambda x: to_numpy(obj(torch.from_numpy(np.ascontiguousarray(x))))
-        return lambda x: to_numpy(obj(x))
+        call = seeded(obj if callable(obj) else obj.forward)  # a class with forward but no __call__
+        return lambda x: to_numpy(call(x))
 
     def run(self, x: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
         """Run on x with the given (d_in, d_out) weights; returns the output as an ndarray."""
@@ -148,6 +211,13 @@ def _accepts(func: Callable[..., Any], n_args: int) -> bool:
     return True
 
 
+def _has_parameter(func: Callable[..., Any], name: str) -> bool:
+    try:
+        return name in inspect.signature(func).parameters
+    except ValueError:
+        return False
+
+
 def load_attention(spec: str) -> UserAttention:
     """Import ``NAME`` from ``FILE.py`` (spec ``"FILE.py:NAME"``).
 
@@ -158,6 +228,10 @@ def load_attention(spec: str) -> UserAttention:
     path_text, sep, name = spec.rpartition(":")
     if not sep or not path_text or not name:
         raise ConfigError(f"expected FILE.py:NAME (e.g. my_attention.py:SelfAttention), got {spec!r}")
+    return attention_from_module(_import_file(path_text), name, path_text)
+
+
+def _import_file(path_text: str) -> ModuleType:
     path = Path(path_text)
     if not path.is_file():
         raise ConfigError(f"no such file: {path_text}")
@@ -173,14 +247,30 @@ def load_attention(spec: str) -> UserAttention:
         raise ConfigError(f"importing {path_text} failed: {type(exc).__name__}: {exc}") from exc
     finally:
         sys.path.remove(str(path.resolve().parent))
+    return module
+
+
+def attention_from_module(module: ModuleType, name: str, path_text: str = "") -> UserAttention:
+    """``NAME`` of an imported module as a UserAttention (see ``load_attention``).
+
+    Raises:
+        ConfigError: a missing name, or an object of the wrong kind.
+    """
+    path_text = path_text or str(getattr(module, "__file__", module.__name__))
+    pair = [getattr(module, f"{name}_{part}", None) for part in ("forward", "backward")]
+    if not hasattr(module, name) and all(callable(f) for f in pair):
+        return UserAttention(name, "pair", pair[0], backward_target=pair[1])
     if not hasattr(module, name):
         defined = sorted(
-            k for k, v in vars(module).items() if not k.startswith("_") and callable(v) and v.__module__ == module_name
+            k
+            for k, v in vars(module).items()
+            if not k.startswith("_") and callable(v) and getattr(v, "__module__", None) == module.__name__
         )
         raise ConfigError(f"{path_text} defines no {name!r} (it defines: {', '.join(defined) or 'nothing callable'})")
     target = getattr(module, name)
     if inspect.isclass(target):
-        return UserAttention(name, "class", target)
+        multihead = _has_parameter(target, "num_heads")
+        return UserAttention(name, "class", target, num_heads=NUM_HEADS if multihead else None)
     if all(hasattr(target, n) for n in WEIGHT_NAMES) and callable(target):
         return UserAttention(name, "instance", target)
     if callable(target) and _accepts(target, 4):
@@ -195,7 +285,9 @@ def load_attention(spec: str) -> UserAttention:
 
 @dataclass
 class CheckReport:
-    """The three checks of ``npattn check``; truthy when the output is correct."""
+    """The checks of ``npattn check``; truthy when the output is correct and, when the user's code
+    has a backward, every gradient is right (``backward``; ``dropout``: the backward with dropout
+    of a causal class, ``dropout_note`` when that was not checked)."""
 
     name: str
     kind: str
@@ -206,21 +298,32 @@ class CheckReport:
     diagnosis: Diagnosis
     causal: bool = False
     built_as: str = ""
+    backward: BackwardCheck | None = None
+    dropout: BackwardCheck | None = None
+    dropout_note: str = ""
+    num_heads: int | None = None
 
     @property
     def passed(self) -> bool:
-        return self.diagnosis.correct
+        return self.diagnosis.correct and all(c is None or c.passed for c in (self.backward, self.dropout))
 
     def __bool__(self) -> bool:
         return self.passed
 
     def __str__(self) -> str:
-        what = {"class": "a class", "instance": "an instance", "function": "a function of (x, W_query, W_key, W_value)"}
+        what = {
+            "class": "a class",
+            "instance": "an instance",
+            "function": "a function of (x, W_query, W_key, W_value)",
+            "pair": f"{self.name}_forward and {self.name}_backward",
+        }
         if self.causal:
             built = f", built as {self.built_as}" if self.built_as else ""
+            as_what = f"multi-head causal attention ({self.num_heads} heads)" if self.num_heads else "causal attention"
+            d_out = self.output.shape[-1] if self.num_heads else 2
             lines = [
-                f"checking {self.name} ({what[self.kind]}{built}) as causal attention on the book's batch "
-                f"(2, 6, 3) with the seed-123 weights (d_out=2)",
+                f"checking {self.name} ({what[self.kind]}{built}) as {as_what} on the book's batch "
+                f"(2, 6, 3) with the seed-123 weights (d_out={d_out})",
                 "",
                 "output" + (" (first sequence of the batch):" if self.output.ndim == 3 else ":"),
             ]
@@ -239,9 +342,32 @@ class CheckReport:
         lines += ["", "1. shapes: predicted vs actual", str(self.shape_check), ""]
         lines.append("2. " + (str(self.row_check) if self.row_check is not None else self.row_check_skipped))
         lines += ["", "3. " + str(self.diagnosis)]
+        if self.backward is not None:
+            lines += ["", str(self.backward)]
+        if self.dropout is not None:
+            lines += ["", str(self.dropout)]
+        elif self.dropout_note:
+            lines += ["", self.dropout_note]
+        lines += ["", f"{self.name}: {self.verdict()}"]
         return "\n".join(lines)
 
     __repr__ = __str__
+
+    def verdict(self) -> str:
+        """One line: PASSED or FAILED, and which of forward and backward is right."""
+        forward = "the forward is right" if self.diagnosis.correct else "the forward is wrong"
+        if self.backward is None:
+            return f"{'PASSED' if self.passed else 'FAILED'}: {forward} (no backward to check)"
+        backward = all(c is None or c.passed for c in (self.backward, self.dropout))
+        if self.passed:
+            return "PASSED: the forward and the backward are right"
+        return f"FAILED: {forward}, the backward is {'right' if backward else 'wrong'}"
+
+    def _repr_html_(self) -> str:
+        rows = [[r.name, str(r.expected), str(r.actual), "ok" if r.ok else "MISMATCH"] for r in self.shape_check.rows]
+        parts = [_html.table(["stage", "predicted", "actual", ""], rows, caption=f"npattn check {self.name}: shapes")]
+        parts += [c._repr_html_() for c in (self.backward, self.dropout) if c is not None]
+        return _html.wrap(*parts, text=str(self))
 
 
 def check_attention(
@@ -254,14 +380,24 @@ def check_attention(
         ConfigError: from ``load_attention``, or weights the user's object cannot hold.
         NpattnError: whatever the user's code raised, wrapped with its name and message.
     """
-    user = load_attention(attention) if isinstance(attention, str) else attention
-    W = book_weights() if weights is None else weights_of(weights)
+    if not isinstance(attention, (str, UserAttention)):
+        got = type(attention).__name__
+        raise ConfigError(f"check_attention expects a 'FILE.py:NAME' spec or a UserAttention, got {got}")
+    with kept_random_state():
+        return _check(load_attention(attention) if isinstance(attention, str) else attention, x, weights)
+
+
+def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any] | None) -> CheckReport:
+    if weights is not None:
+        W = weights_of(weights)
+    else:
+        W = multihead_weights() if user.num_heads else book_weights()
     run = user.prepare(W)
     causal = user.causal
     if x is None:
         x = book_batch() if causal else book_inputs()  # the book runs its causal classes on the batch
     try:
-        output = np.asarray(run(x))
+        output = np.asarray(run(np.array(x)))  # a copy: the user's code may write into its input
     except NpattnError:
         raise
     except Exception as exc:
@@ -272,16 +408,61 @@ def check_attention(
     d_out = W["W_query"].shape[1]
     batch = x.shape[0] if x.ndim == 3 else None
     kind = "causal" if causal else "self"
-    shape_check = check_shapes(predict_shapes(n, d_in, d_out, batch=batch, kind=kind), output)
+    if user.num_heads:
+        prediction = predict_shapes(n, d_in, d_out, batch=batch, num_heads=user.num_heads, kind="multihead")
+    else:
+        prediction = predict_shapes(n, d_in, d_out, batch=batch, kind=kind)
+    shape_check = check_shapes(prediction, output)
     row_check: RowCheck | None = None
     skipped = ""
-    if output.shape == (*x.shape[:-1], d_out):
+    if user.num_heads:
+        skipped = "single-token check: skipped for multi-head attention (the output is compared as a whole below)"
+        diagnosis = _multihead_diagnosis(x, W, output, user.num_heads, shape_check)
+    elif output.shape == (*x.shape[:-1], d_out):
         tokens = BOOK_TOKENS if n == len(BOOK_TOKENS) else None
         row_check = check_rows(x, W, output, causal=causal, tokens=tokens)
     else:
         skipped = f"single-token check: skipped (the output's shape {output.shape} has no row per token to compare)"
-    diagnosis = diagnose(x, W, output, causal=causal)
-    return CheckReport(user.name, user.kind, output, shape_check, row_check, skipped, diagnosis, causal, user.built_as)
+    if not user.num_heads:
+        diagnosis = diagnose(x, W, output, causal=causal)
+    report = CheckReport(
+        user.name, user.kind, output, shape_check, row_check, skipped, diagnosis, causal, user.built_as,
+        num_heads=user.num_heads,
+    )
+    if user.has_backward:
+        title = "4. backward: loss = sum(output * G), G random normal (seed 0), float64"
+        forward, backward = user.backward_callables()
+        report.backward = check_backward(
+            forward, backward, x, W, name=user.name, title=title, causal=causal, num_heads=user.num_heads
+        )
+        if causal and user.kind == "class":
+            obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
+            report.dropout, report.dropout_note = dropout_check(obj, user.name, x, W, num_heads=user.num_heads)
+    return report
+
+
+def _multihead_diagnosis(
+    x: np.ndarray, W: Mapping[str, np.ndarray], output: np.ndarray, num_heads: int, shape_check: ShapeCheck
+) -> Diagnosis:
+    """The output against npattn's multi-head causal attention (no catalogue of forward mistakes)."""
+    x64 = np.asarray(x, dtype=np.float64)
+    expected, _ = attention_reference(x64, {n: np.asarray(w, np.float64) for n, w in W.items()}, causal=True,
+                                      num_heads=num_heads)
+    out = np.asarray(output, dtype=np.float64)
+    symptoms: list[Symptom] = []
+    max_diff = None
+    if out.shape != expected.shape:
+        symptoms.append(Symptom("shape_mismatch", f"output shape {out.shape}, expected {expected.shape}"))
+    else:
+        with np.errstate(invalid="ignore"):
+            max_diff = float(np.nanmax(np.where(np.isfinite(out), np.abs(out - expected), np.inf)))
+    if not np.all(np.isfinite(out)):
+        symptoms.append(Symptom("non_finite", "the output holds NaN or inf"))
+    correct = max_diff is not None and max_diff <= 1e-5 + 1e-4 * float(np.max(np.abs(expected)))
+    return Diagnosis(
+        correct, (), tuple(symptoms), (), max_diff, expected, out, shape_check, True,
+        label=f"multi-head causal attention, {num_heads} heads, no output projection",
+    )
 
 
 def run_check(spec: str, *, out: TextIO | None = None) -> int:

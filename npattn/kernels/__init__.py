@@ -16,6 +16,7 @@ from npattn.kernels.dispatch import (
     attention_backward,
     check_impl,
     choose_impl,
+    compute_dtype,
 )
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "attention_backward",
     "check_impl",
     "choose_impl",
+    "compute_dtype",
     "fused",
     "tiled",
 ]

@@ -42,6 +42,7 @@ __all__ = [
     "run_rows",
     "run_slabs",
     "serial_rows",
+    "skipped_nans",
     "splits_slabs",
 ]
 
@@ -174,14 +175,18 @@ def check_qkv(queries: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None
 
     Raises:
         ShapeError: ranks, leading axes, the key dimension or m disagree; m = 0.
-        DTypeError: not a floating dtype, or dtypes differ.
+        DTypeError: not float32 or float64 (float16's exp would floor every weight near 0.06 of the
+            row's largest), or dtypes differ.
     """
     arrays = {"queries": queries, "keys": keys, "values": values}
     for name, a in arrays.items():
         if not isinstance(a, np.ndarray) or a.ndim < 2:
             raise ShapeError(f"{name}: expected an array of shape (..., n, k), got {np.shape(a)}")
-        if a.dtype.kind != "f":
-            raise DTypeError(f"{name}: expected a floating-point array, got dtype {a.dtype}")
+        if a.dtype.kind != "f" or a.dtype.itemsize < 4:
+            raise DTypeError(
+                f"{name}: expected a float32 or float64 array, got dtype {a.dtype} "
+                "(npattn.kernels.attention converts other dtypes for you)"
+            )
     if not queries.dtype == keys.dtype == values.dtype:
         raise DTypeError(f"queries, keys, values: dtypes differ ({queries.dtype}, {keys.dtype}, {values.dtype})")
     if not queries.shape[:-2] == keys.shape[:-2] == values.shape[:-2]:
@@ -224,6 +229,20 @@ def key_end(e: int, m: int, causal: bool) -> int:
     halves the work of every matrix product and elementwise pass.
     """
     return min(m, e) if causal else m
+
+
+def skipped_nans(out: np.ndarray, values: np.ndarray, causal: bool) -> None:
+    """Causal paths that skip the keys after a block's queries: give ``out`` (..., n, kv) the NaNs
+    the reference path has.
+
+    The reference path multiplies a masked key's weight, exactly 0, by its value: a NaN or inf in
+    any value makes that column NaN in every row (0 * NaN). The skipped products never multiply,
+    so the column is set to NaN here: every path gives the same NaN pattern.
+    """
+    if causal:
+        bad = ~np.isfinite(values).all(axis=-2)  # (..., kv)
+        if bad.any():
+            out[np.broadcast_to(bad[..., None, :], out.shape) & np.isfinite(out)] = np.nan
 
 
 def augment(a: np.ndarray, column: np.ndarray | float) -> np.ndarray:

@@ -33,6 +33,15 @@ Every attention class calls these two instead of ``functional.attention_forward`
 
 Inputs are (..., n, k), (..., m, k), (..., m, kv): one head (n, k), a batch (b, n, k) or heads
 (b, h, n, k). ``causal=True`` applies the book's mask (key j > query i masked).
+
+Every path gives the same numbers because every path computes in the same dtype,
+``compute_dtype``: the inputs' common dtype (ints and bools become float64, as in NumPy), but
+float32 for float16 (whose exp and row sums would keep three digits, and whose scores overflow
+at 65504), and float64 again when a float32 forward overflows (scores beyond 3.4e38 from finite
+inputs: the reference path would give NaN where the fast paths' scaled scores still fit). The
+output and the gradients come back in the inputs' dtypes. The cache holds private copies:
+editing queries, keys, values or the returned output before ``attention_backward`` cannot
+change the gradients.
 """
 
 from __future__ import annotations
@@ -42,14 +51,24 @@ from typing import Any
 
 import numpy as np
 
-from npattn.errors import ConfigError
+from npattn._checks import as_array, check_bool, check_positive_int, check_probability
+from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.kernels.blocks import splits_slabs
 from npattn.kernels.fused import fused_backward, fused_forward
 from npattn.kernels.tiled import tiled_backward, tiled_forward
 from npattn.nn import functional as F
 from npattn.nn.functional import Recorder
 
-__all__ = ["AUTO_SMALL", "AUTO_TILED_BYTES", "IMPLS", "attention", "attention_backward", "check_impl", "choose_impl"]
+__all__ = [
+    "AUTO_SMALL",
+    "AUTO_TILED_BYTES",
+    "IMPLS",
+    "attention",
+    "attention_backward",
+    "check_impl",
+    "choose_impl",
+    "compute_dtype",
+]
 
 IMPLS = ("auto", "reference", "fused", "tiled")
 AUTO_SMALL = 192 * 192
@@ -92,6 +111,35 @@ def choose_impl(
     return "fused"
 
 
+def compute_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype stages 2-5 run in for inputs of ``dtype``: float32 for anything narrower, else ``dtype``."""
+    return np.dtype(np.float32) if dtype.itemsize < 4 else dtype
+
+
+def _operand(value: Any, name: str) -> np.ndarray:
+    """queries, keys or values as a real floating array of rank >= 2 (ints and bools -> float64)."""
+    arr = as_array(value, name)
+    if arr.ndim < 2:
+        raise ShapeError(f"{name}: expected an array of shape (..., n, k), got shape {arr.shape}")
+    return arr
+
+
+def _run(
+    chosen: str, arrays: list[np.ndarray], causal: bool, mask: np.ndarray | None, options: dict[str, Any]
+) -> tuple[np.ndarray, Any]:
+    """Stages 2 to 5 on the chosen path, in the inputs' (one) dtype."""
+    q, k, v = arrays
+    if chosen == "fused":
+        return fused_forward(q, k, v, causal=causal)
+    if chosen == "tiled":
+        blocks = {name: options[name] for name in ("block_q", "block_k") if options[name] is not None}
+        return tiled_forward(q, k, v, causal=causal, **blocks)
+    if causal:
+        mask = F.causal_mask(q.shape[-2], k.shape[-2])
+    dropout = {"dropout_keep": options["dropout_keep"], "dropout_p": options["dropout_p"]}
+    return F.attention_forward(q, k, v, mask=mask, record=options["record"], **dropout)
+
+
 def attention(
     queries: np.ndarray,
     keys: np.ndarray,
@@ -105,42 +153,97 @@ def attention(
     record: Recorder | None = None,
     block_q: int | None = None,
     block_k: int | None = None,
+    copy: bool = True,
 ) -> tuple[np.ndarray, tuple]:
     """Stages 2 to 5: (..., n, k), (..., m, k), (..., m, kv) -> (context_vec (..., n, kv), cache).
 
     ``mask`` (an explicit (n, m) bool mask, True = masked), ``dropout_keep`` and ``dropout_p`` are
     ``functional.attention_forward``'s and force the reference path (for the book's causal mask,
     pass ``causal=True`` instead: every path has it); ``block_q``/``block_k`` are the tiled
-    path's block sizes (None: its defaults).
+    path's block sizes (None: its defaults). Runs in ``compute_dtype`` (see the module docstring);
+    context_vec has the inputs' common dtype. The cache keeps copies of queries, keys and values;
+    ``copy=False`` skips them when the caller will not edit those arrays before
+    ``attention_backward`` (the attention classes pass their own fresh projections).
 
     Raises:
-        ConfigError: unknown ``impl`` or a bad block size.
-        ShapeError, DTypeError: inputs the chosen path cannot take (the fast paths need equal
-            leading axes and one float dtype; the reference path broadcasts).
+        ConfigError: unknown ``impl``, a bad block size, ``causal`` not a bool, both ``causal`` and
+            ``mask``, ``dropout_p`` outside [0, 1), ``record`` not callable.
+        ShapeError, DTypeError: inputs that are not (..., n, k), (..., m, k), (..., m, kv) arrays of
+            real numbers, or that the chosen path cannot take (the fast paths need equal leading
+            axes; the reference path broadcasts); a ``mask`` or ``dropout_keep`` that is not a bool array.
     """
-    if mask is not None and causal:
-        raise ConfigError("attention: pass either causal=True or a mask, not both")
-    fallback = dropout_keep is not None or mask is not None
-    chosen = choose_impl(impl, queries, keys, values, dropout=fallback, record=record)
-    if chosen == "fused":
-        out, cache = fused_forward(queries, keys, values, causal=causal)
-    elif chosen == "tiled":
-        blocks = {name: size for name, size in (("block_q", block_q), ("block_k", block_k)) if size is not None}
-        out, cache = tiled_forward(queries, keys, values, causal=causal, **blocks)
-    else:
+    if causal is not False and causal is not True:
+        causal = check_bool(causal, "causal")
+    arrays = [queries, keys, values]
+    for i, a in enumerate(arrays):  # the common case costs a few attribute reads; anything else is converted
+        if type(a) is not np.ndarray or a.ndim < 2 or a.dtype.kind != "f":
+            arrays[i] = _operand(a, ("queries", "keys", "values")[i])
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.dtype != bool:
+            raise DTypeError(f"mask must be a bool array (True = masked), got dtype {mask.dtype}")
         if causal:
-            mask = F.causal_mask(queries.shape[-2], keys.shape[-2])
-        out, cache = F.attention_forward(
-            queries, keys, values, mask=mask, dropout_keep=dropout_keep, dropout_p=dropout_p, record=record
-        )
-    return out, (chosen, cache)
+            raise ConfigError("attention: pass either causal=True or a mask, not both")
+    if dropout_keep is not None:
+        dropout_keep = np.asarray(dropout_keep)
+        if dropout_keep.dtype != bool:
+            raise DTypeError(f"dropout_keep must be a bool array (True = kept), got dtype {dropout_keep.dtype}")
+        check_probability(dropout_p, "dropout_p")
+    if record is not None and not callable(record):
+        raise ConfigError(f"record must be None or a function record(name, array), got {type(record).__name__}")
+    if block_q is not None:
+        check_positive_int(block_q, "block_q")
+    if block_k is not None:
+        check_positive_int(block_k, "block_k")
+    fallback = dropout_keep is not None or mask is not None
+    chosen = choose_impl(impl, *arrays, dropout=fallback, record=record)
+    options: dict[str, Any] = {
+        "dropout_keep": dropout_keep, "dropout_p": dropout_p, "block_q": block_q, "block_k": block_k, "record": record
+    }
+    dtypes = (arrays[0].dtype, arrays[1].dtype, arrays[2].dtype)
+    dtype = dtypes[0] if dtypes[0] == dtypes[1] == dtypes[2] else np.result_type(*dtypes)
+    compute = dtype if dtype.itemsize >= 4 else np.dtype(np.float32)  # compute_dtype(dtype)
+    # With copy (the default), the cache refers to private arrays, never to the caller's.
+    out, inner = _run(
+        chosen, [a.astype(compute) if copy or a.dtype != compute else a for a in arrays], causal, mask, options
+    )
+    # A NaN or inf anywhere in out makes its sum non-finite (a sum that overflows only costs a redo).
+    overflowed = compute.itemsize < 8 and not math.isfinite(np.add.reduce(out, None))
+    if overflowed and all(np.isfinite(a).all() for a in arrays):
+        # Finite inputs, non-finite output: the scores overflowed float32. Every path redoes it in float64.
+        compute = np.dtype(np.float64)
+        out, inner = _run(chosen, [a.astype(compute) for a in arrays], causal, mask, {**options, "record": None})
+    # The fast paths' caches hold their output: the caller gets a copy of it.
+    if chosen != "reference" or out.dtype != dtype:
+        out = out.astype(dtype)
+    return out, (chosen, inner, compute, dtypes, out.shape)
 
 
 def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Returns (d_queries, d_keys, d_values) with the backward of the path the forward ran."""
-    chosen, inner = cache
+    """Returns (d_queries, d_keys, d_values), in the forward inputs' dtypes, with the backward of
+    the path the forward ran.
+
+    Raises:
+        ConfigError: ``cache`` is not the one ``attention`` returned.
+        ShapeError, DTypeError: ``d_context_vec`` not an array of the forward output's shape.
+    """
+    if not (isinstance(cache, tuple) and len(cache) == 5 and cache[0] in IMPLS[1:]):
+        raise ConfigError(f"attention_backward: cache must be what attention() returned, got {type(cache).__name__}")
+    chosen, inner, compute, dtypes, out_shape = cache
+    d = d_context_vec
+    if type(d) is not np.ndarray or d.dtype.kind != "f":
+        d = as_array(d, "d_context_vec")
+    if d.shape != out_shape:
+        raise ShapeError(f"attention_backward: expected a gradient of shape {out_shape} (the output's), got {d.shape}")
+    if d.dtype != compute:
+        d = d.astype(compute)
     if chosen == "fused":
-        return fused_backward(d_context_vec, inner)
-    if chosen == "tiled":
-        return tiled_backward(d_context_vec, inner)
-    return F.attention_backward(d_context_vec, inner)
+        grads = fused_backward(d, inner)
+    elif chosen == "tiled":
+        grads = tiled_backward(d, inner)
+    else:
+        grads = F.attention_backward(d, inner)
+    d_queries, d_keys, d_values = grads
+    if compute != dtypes[0] or compute != dtypes[1] or compute != dtypes[2]:
+        d_queries, d_keys, d_values = (g.astype(dt, copy=False) for g, dt in zip(grads, dtypes))
+    return d_queries, d_keys, d_values

@@ -38,7 +38,18 @@ from functools import partial
 
 import numpy as np
 
-from npattn.kernels.blocks import T, augment, causal_fill, check_qkv, flat, flush_below, key_end, row_dot, run_rows
+from npattn.kernels.blocks import (
+    T,
+    augment,
+    causal_fill,
+    check_qkv,
+    flat,
+    flush_below,
+    key_end,
+    row_dot,
+    run_rows,
+    skipped_nans,
+)
 
 __all__ = ["fused_backward", "fused_forward"]
 
@@ -131,6 +142,7 @@ def fused_forward(
         np.matmul(E_block, v_aug[:, :end], out=Z_l[:, a:e])  # [E v, rowsum(E)]
     l_inv = np.reciprocal(Z_l[..., kv:])  # (B, n, 1)
     out = np.multiply(Z_l[..., :kv], l_inv)
+    skipped_nans(out, v_aug[..., :kv], causal)  # a NaN value spoils its column in every row, as in the reference
     context_vec = out.reshape(*lead, n, kv)
     return context_vec, (q, k, v_aug, E, l_inv, out, scale, causal)
 

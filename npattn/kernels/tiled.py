@@ -57,6 +57,7 @@ from npattn.kernels.blocks import (
     like,
     row_dot,
     run_slabs,
+    skipped_nans,
 )
 
 __all__ = ["DEFAULT_BLOCK_K", "DEFAULT_BLOCK_Q", "tiled_backward", "tiled_forward"]
@@ -151,6 +152,7 @@ def tiled_forward(
             L[s][a:e] = mx + np.log(l)
 
     run_slabs(forward_slab, list(np.ndindex(*queries.shape[:-2])), n * m)
+    skipped_nans(out, values, causal)  # a NaN value spoils its column in every row, as in the reference
     return out, (q, keys, v_aug, out, L, scale, causal, block_q, block_k)
 
 

@@ -39,8 +39,12 @@ class SelfAttention_v1(Module):
     """Self-attention with three trainable (d_in, d_out) matrices (the book's section 3.4.2).
 
     ``W_query``, ``W_key`` and ``W_value`` start uniform on [0, 1), drawn in that order like the
-    book's ``torch.rand(d_in, d_out)``: ``rng=123`` (or ``TorchGenerator(123)``) gives the book's
-    numbers. Values are drawn in float32 and then cast to ``dtype``.
+    book's ``torch.rand(d_in, d_out)``, in float32 and then cast to ``dtype``. ``rng`` (every class
+    here takes it): None, the default, continues ``npattn.default_generator`` like a torch module
+    does, so ``npattn.manual_seed(123); SelfAttention_v1(3, 2)`` gives the book's numbers and a
+    module built next continues the same stream; an int is a fresh ``TorchGenerator(int)``
+    (``rng=123``: the seed, then this one module); a TorchGenerator or a NumPy Generator is used
+    as it is.
 
     ``impl`` picks how stages 2-5 run ("auto", "reference", "fused", "tiled"; see
     ``npattn.kernels``); every choice gives the same numbers to rounding. While ``trace`` records,
@@ -78,7 +82,8 @@ class SelfAttention_v1(Module):
         record = self._record()
         if record:
             record("x", x)
-        # Stage 1: project the same input three ways (as one product).
+        # Stage 1: project the same input three ways, as one product. The cache keeps its own copy
+        # of the weights (side by side): editing W_query.data before backward cannot change dx.
         (queries, keys, values), c_project = F.project_qkv_forward(
             x, self.W_query.data, self.W_key.data, self.W_value.data
         )
@@ -87,21 +92,22 @@ class SelfAttention_v1(Module):
             record("keys", keys)
             record("values", values)
         # Stages 2-5: scores, scale + softmax, weights, context.
-        context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
+        # copy=False: queries, keys, values are this forward's own arrays, never handed out.
+        context_vec, c_attention = kernels.attention(
+            queries, keys, values, impl=self.impl, record=record, copy=False
+        )
         self._cache = (c_project, c_attention, context_vec.shape)
         return context_vec
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (like the output) -> dx (like x); accumulates into W_query/W_key/W_value.grad."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (like the output) -> dx (like x) and the gradients of W_query, W_key, W_value
+        (``backward`` accumulates them into the ``.grad``s)."""
         c_project, c_attention, out_shape = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.dtype)
         d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
         # x feeds all three projections, so dx sums the three paths (one product).
         dx, dW_query, dW_key, dW_value = F.project_qkv_backward(d_queries, d_keys, d_values, c_project)
-        self.W_query.grad += dW_query
-        self.W_key.grad += dW_key
-        self.W_value.grad += dW_value
-        return dx
+        return dx, [(self.W_query, dW_query), (self.W_key, dW_key), (self.W_value, dW_value)]
 
 
 class _ProjectedAttention(Module):
@@ -160,25 +166,25 @@ class _ProjectedAttention(Module):
 
     def _project_backward(
         self, d_queries: np.ndarray, d_keys: np.ndarray, d_values: np.ndarray, c_qkv: tuple
-    ) -> np.ndarray:
-        """Stage 1 in reverse: accumulates into the three Linears' grads; returns dx (the sum of
-        the three paths, ``F.project_qkv_backward``)."""
+    ) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """Stage 1 in reverse: dx (the sum of the three paths, ``F.project_qkv_backward``) and the
+        three Linears' parameter gradients."""
         c_project, c_bias = c_qkv
         layers = (self.W_query, self.W_key, self.W_value)
         d_qkv = [d_queries, d_keys, d_values]
+        grads: list[tuple[Parameter, np.ndarray]] = []
         for i, (layer, cache) in enumerate(zip(layers, c_bias)):
             if cache is not None:
                 d_qkv[i], d_bias = F.bias_backward(d_qkv[i], cache)
-                layer.bias.grad += d_bias  # type: ignore[union-attr]
+                grads.append((layer.bias, d_bias))  # type: ignore[arg-type]
         dx, *dWs = F.project_qkv_backward(d_qkv[0], d_qkv[1], d_qkv[2], c_project)
-        for layer, dW in zip(layers, dWs):
-            layer.weight.grad += dW.T  # forward projected with W = weight^T
-        return dx
+        grads += [(layer.weight, dW.T) for layer, dW in zip(layers, dWs)]  # forward used W = weight^T
+        return dx, grads
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (like the output) -> dx (like x); accumulates into every Linear's grads.
-
-        Stages 5 to 2 (``kernels.attention_backward``), then stage 1 (the three Linears).
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (like the output) -> dx (like x) and every Linear's parameter gradients
+        (``backward`` accumulates them). Stages 5 to 2 (``kernels.attention_backward``), then
+        stage 1 (the three Linears).
         """
         c_qkv, c_attention, out_shape = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.weight.dtype)
@@ -199,7 +205,7 @@ class _ProjectedAttention(Module):
         mask = self.mask[:n, :n]
         if np.array_equal(mask, F.causal_mask(n)):
             return x, {"causal": True}
-        return x, {"mask": mask}
+        return x, {"mask": mask.copy()}  # the forward's own: editing the buffer cannot change dx
 
     def _dropout_args(self, shape: tuple[int, ...]) -> dict[str, Any]:
         """Stage 4's arguments for kernels.attention: the keep mask (None = identity) and p."""
@@ -246,7 +252,10 @@ class SelfAttention_v2(_ProjectedAttention):
         record = self._record()
         queries, keys, values, c_qkv = self._project(x, record)
         # Stages 2-5: scores, scale + softmax, weights, context.
-        context_vec, c_attention = kernels.attention(queries, keys, values, impl=self.impl, record=record)
+        # copy=False: queries, keys, values are this forward's own arrays, never handed out.
+        context_vec, c_attention = kernels.attention(
+            queries, keys, values, impl=self.impl, record=record, copy=False
+        )
         self._cache = (c_qkv, c_attention, context_vec.shape)
         return context_vec
 
@@ -303,7 +312,8 @@ class CausalAttention(_ProjectedAttention):
         b, n = x.shape[:2]
         # Stages 2-5: scores, causal mask + scale + softmax, dropout, context.
         context_vec, c_attention = kernels.attention(
-            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, n, n)), record=record
+            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, n, n)), record=record,
+            copy=False,  # this forward's own projections, never handed out
         )
         self._cache = (c_qkv, c_attention, context_vec.shape)
         return context_vec
@@ -372,12 +382,19 @@ class MultiHeadAttentionWrapper(Module):
         self._cache = (c_concat, context_vec.shape, outputs[0].dtype)
         return context_vec
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (b, n, d_out * num_heads) -> dx (b, n, d_in); accumulates every head's grads."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (b, n, d_out * num_heads) -> dx (b, n, d_in) and every head's parameter gradients."""
         c_concat, out_shape, dtype = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, dtype)
         d_heads = F.concat_backward(d_context_vec, c_concat)
-        return sum(head.backward(d_head) for head, d_head in zip(self.heads, d_heads))
+        dx: np.ndarray | None = None
+        grads: list[tuple[Parameter, np.ndarray]] = []
+        for head, d_head in zip(self.heads, d_heads):
+            dx_head, grads_head = head._gradients(d_head)
+            dx = dx_head if dx is None else dx + dx_head
+            grads += grads_head
+        assert dx is not None  # num_heads >= 1
+        return dx, grads
 
 
 class MultiHeadAttention(_ProjectedAttention):
@@ -446,7 +463,8 @@ class MultiHeadAttention(_ProjectedAttention):
         values, c_split_v = F.split_heads_forward(values, h)
         # Stages 2-5 in every head at once, scale 1/sqrt(head_dim).
         context_vec, c_attention = kernels.attention(
-            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, h, n, n)), record=record
+            queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, h, n, n)), record=record,
+            copy=False,  # this forward's own projections, never handed out
         )
         # (b, num_heads, n, head_dim) -> (b, n, d_out), then the output projection.
         merged, c_merge = F.merge_heads_forward(context_vec)
@@ -458,13 +476,14 @@ class MultiHeadAttention(_ProjectedAttention):
         self._cache = (c_qkv, c_split_q, c_split_k, c_split_v, c_attention, c_merge)
         return context_vec
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (b, n, d_out) -> dx (b, n, d_in); accumulates into every Linear's grads."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (b, n, d_out) -> dx (b, n, d_in) and every Linear's parameter gradients."""
         c_qkv, c_split_q, c_split_k, c_split_v, c_attention, c_merge = self._saved()
-        d_merged = self.out_proj.backward(grad_output)
+        d_merged, grads_out = self.out_proj._gradients(grad_output)
         (d_context_vec,) = F.merge_heads_backward(d_merged, c_merge)
         d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
         (d_queries,) = F.split_heads_backward(d_queries, c_split_q)
         (d_keys,) = F.split_heads_backward(d_keys, c_split_k)
         (d_values,) = F.split_heads_backward(d_values, c_split_v)
-        return self._project_backward(d_queries, d_keys, d_values, c_qkv)
+        dx, grads = self._project_backward(d_queries, d_keys, d_values, c_qkv)
+        return dx, grads_out + grads

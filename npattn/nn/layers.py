@@ -16,7 +16,7 @@ from npattn._checks import as_array, as_features, check_bool, check_grad_output,
 from npattn.errors import DTypeError, ShapeError
 from npattn.nn import functional as F
 from npattn.nn.module import Module, Parameter
-from npattn.random import RNGLike, linear_init_bounds, resolve_rng, uniform_init
+from npattn.random import RNGLike, TorchGenerator, linear_init_bounds, resolve_rng, uniform_init
 
 __all__ = ["Dropout", "Linear"]
 
@@ -25,8 +25,9 @@ class Linear(Module):
     """``nn.Linear``: y = x @ weight^T + bias, weight (out_features, in_features), bias (out_features,).
 
     Initialised like PyTorch: weight then bias, each uniform on about [-1/sqrt(in), 1/sqrt(in)],
-    drawn in float32 from ``rng`` (an int seed means ``TorchGenerator(seed)``, bit-identical to
-    ``torch.manual_seed(seed); nn.Linear(...)``) and cast to ``dtype``. ``bias=False`` leaves
+    drawn in float32 from ``rng`` and cast to ``dtype``: None (the default) continues
+    ``npattn.default_generator`` (``npattn.manual_seed(s); Linear(...)`` is bit-identical to
+    ``torch.manual_seed(s); nn.Linear(...)``), an int seed means a fresh ``TorchGenerator(seed)``. ``bias=False`` leaves
     ``self.bias = None`` (absent from ``state_dict``, like PyTorch).
 
     forward: x (..., in_features) -> (..., out_features).
@@ -60,23 +61,25 @@ class Linear(Module):
     def forward(self, x: Any) -> np.ndarray:
         """x (..., in_features) -> (..., out_features); x is converted to the weight's dtype."""
         x = as_features(x, self.in_features, self.weight.dtype)
-        y, c_project = F.project_forward(x, self.weight.data.T)
+        # The cache keeps its own copy of the weight: editing it before backward cannot change dx.
+        y, c_project = F.project_forward(x, self.weight.data.T.copy())
         c_bias = None
         if self.bias is not None:
             y, c_bias = F.bias_forward(y, self.bias.data)
         self._cache = (c_project, c_bias, y.shape)
         return y
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (..., out_features) -> dx (..., in_features); accumulates weight.grad, bias.grad."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (..., out_features) -> dx (..., in_features), [(weight, dW), (bias, d_bias)]."""
         c_project, c_bias, out_shape = self._saved()
         d_y = check_grad_output(grad_output, out_shape, self.weight.dtype)
+        grads = []
         if self.bias is not None:
             d_y, d_bias = F.bias_backward(d_y, c_bias)
-            self.bias.grad += d_bias
+            grads.append((self.bias, d_bias))
         dx, dW = F.project_backward(d_y, c_project)
-        self.weight.grad += dW.T  # forward projected with W = weight^T
-        return dx
+        grads.append((self.weight, dW.T))  # forward projected with W = weight^T
+        return dx, grads
 
 
 class Dropout(Module):
@@ -84,9 +87,11 @@ class Dropout(Module):
     mode (and for p = 0). backward multiplies by the same mask.
 
     The keep mask (bool, True = kept, each element kept with probability 1 - p) is drawn from
-    ``rng`` (an int seed, a NumPy Generator or a TorchGenerator; the attention classes pass their
-    own generator). PyTorch's dropout masks are not portable across platforms, so npattn does not
-    try to reproduce them bit for bit.
+    ``rng``: None (the default) means ``npattn.default_generator``, an int a fresh
+    ``TorchGenerator(int)``; the attention classes pass their own generator. From a TorchGenerator
+    the mask is PyTorch's CPU mask bit for bit (``bernoulli_(1 - p)``: one float64 uniform per
+    element), so ``npattn.manual_seed(123); npattn.Dropout(0.5)(np.ones((6, 6)))`` prints the
+    book's matrix. A NumPy Generator keeps elements whose uniform is >= p.
 
     Fixing the mask (for gradient checks in training mode, or to replay a mask from elsewhere):
     assign a bool array to ``fixed_keep``; every training-mode forward then uses it instead of
@@ -135,7 +140,10 @@ class Dropout(Module):
             return None
         keep = self.fixed_keep
         if keep is None:
+            if isinstance(self.rng, TorchGenerator):
+                return self.rng.bernoulli(tuple(shape), 1.0 - self.p, dtype=bool)
             return uniform_init(self.rng, tuple(shape), 0.0, 1.0, np.float32) >= self.p
+        keep = keep.copy()  # the forward's own: editing fixed_keep before backward cannot change dx
         try:
             broadcast = np.broadcast_shapes(keep.shape, tuple(shape))
         except ValueError:
@@ -156,11 +164,11 @@ class Dropout(Module):
         self._cache = (cache, x.shape, x.dtype)
         return x
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (like the output) -> dx, through the same keep mask."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (like the output) -> dx, through the same keep mask; no parameters."""
         cache, out_shape, dtype = self._saved()
         d_out = check_grad_output(grad_output, out_shape, dtype)
         if cache is None:
-            return d_out
+            return d_out, []
         (dx,) = F.dropout_backward(d_out, cache)
-        return dx
+        return dx, []

@@ -3,7 +3,8 @@
 A Module registers every Parameter, buffer and sub-Module assigned to it as an attribute, in
 assignment order, and offers ``parameters``, ``named_parameters`` (dotted names such as
 ``heads.0.W_query.weight``), ``state_dict``/``load_state_dict``, ``train``/``eval``,
-``zero_grad``, ``to(dtype)`` and ``__call__ -> forward``. Unlike PyTorch there is no autograd:
+``zero_grad``, ``requires_grad_``, ``to(dtype)``/``to("cpu")`` and ``__call__ -> forward``
+(``Sequential`` lives in :mod:`npattn.nn.sequential`). Unlike PyTorch there is no autograd:
 each Module implements ``backward(grad_output)`` by hand, which returns the gradient with
 respect to the input and *accumulates* into every Parameter's ``.grad``.
 """
@@ -16,69 +17,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from npattn._checks import as_array, check_float_dtype
-from npattn.errors import BackwardError, StateDictError
+from npattn._checks import as_array, check_bool, check_float_dtype, grad_problem
+from npattn.errors import BackwardError, ConfigError, DTypeError, StateDictError
 from npattn.nn.functional import Recorder
+from npattn.nn.parameter import Parameter
 
 __all__ = ["IncompatibleKeys", "Module", "ModuleList", "Parameter"]
-
-
-class Parameter:
-    """A trainable array: ``.data`` (ndarray) and ``.grad`` (same shape and dtype, starts at zero).
-
-    Raises:
-        DTypeError: data that is not real floating point (ints are converted to float64).
-    """
-
-    _data: np.ndarray
-
-    def __init__(self, data: Any, requires_grad: bool = True) -> None:
-        self.requires_grad = requires_grad
-        self.data = data
-
-    @property
-    def data(self) -> np.ndarray:
-        """The values, an ndarray; assigning a new array of another shape or dtype resets ``grad``."""
-        return self._data
-
-    @data.setter
-    def data(self, value: Any) -> None:
-        if "_data" in self.__dict__ and value is self.__dict__["_data"]:  # ``p.data -= lr * p.grad``: in place
-            return
-        arr = as_array(value, "Parameter data")
-        self._data = arr
-        grad = getattr(self, "grad", None)
-        if grad is None or grad.shape != arr.shape or grad.dtype != arr.dtype:
-            self.grad = np.zeros_like(arr)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self._data.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self._data.dtype
-
-    @property
-    def ndim(self) -> int:
-        return self._data.ndim
-
-    @property
-    def size(self) -> int:
-        return self._data.size
-
-    def numpy(self) -> np.ndarray:
-        """The data array itself (not a copy), like ``tensor.detach().numpy()``."""
-        return self._data
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        if dtype is None:
-            return self._data if not copy else self._data.copy()
-        return self._data.astype(dtype)
-
-    def __repr__(self) -> str:
-        body = np.array2string(self._data, precision=4, suppress_small=True)
-        return f"Parameter(shape={self.shape}, dtype={self.dtype}):\n{body}"
 
 
 class IncompatibleKeys(NamedTuple):
@@ -150,8 +94,10 @@ class Module:
 
     def register_buffer(self, name: str, tensor: np.ndarray, persistent: bool = True) -> None:
         """Register a non-trainable array (e.g. the causal ``mask``); in ``state_dict`` if persistent."""
+        if not isinstance(name, str) or not name or "." in name:
+            raise ConfigError(f"buffer name must be a non-empty string without '.', got {name!r}")
         if not isinstance(tensor, np.ndarray):
-            raise TypeError(f"buffer {name!r} must be an ndarray, got {type(tensor).__name__}")
+            raise DTypeError(f"buffer {name!r} must be an ndarray, got {type(tensor).__name__}")
         if name in self._parameters or name in self._modules:
             raise KeyError(f"attribute {name!r} already exists as a parameter or module")
         self._buffers[name] = tensor
@@ -217,8 +163,9 @@ class Module:
     # ------------------------------------------------------------------ modes, grads, dtype
     def train(self, mode: bool = True) -> Module:
         """Set ``.training`` on this module and every descendant; returns self."""
+        mode = check_bool(mode, "train mode")
         for module in self.modules():
-            object.__setattr__(module, "training", bool(mode))
+            object.__setattr__(module, "training", mode)
         return self
 
     def eval(self) -> Module:
@@ -226,28 +173,60 @@ class Module:
         return self.train(False)
 
     def zero_grad(self) -> None:
-        """Set every Parameter's ``.grad`` to zeros, in place (grads are never None in npattn)."""
-        # A module without children owns all its parameters: no need to walk the tree.
-        params = self.parameters() if self._modules else self._parameters.values()
-        for param in params:
-            param.grad.fill(0)
+        """Set every trainable Parameter's ``.grad`` to zeros: in place when it is a writeable array
+        of the parameter's shape and dtype, a new zeros array when it is anything else; a ``.grad``
+        of None stays None (a frozen Parameter's, or one set to None, which backward starts from zeros)."""
+        for param in self.parameters():
+            g, data = param.grad, param._data
+            if g is None:
+                continue
+            if type(g) is np.ndarray and g.shape == data.shape and g.dtype == data.dtype and g.flags.writeable:
+                g[...] = 0
+            else:
+                param.grad = np.zeros_like(data)
 
-    def to(self, dtype: Any) -> Module:
-        """Convert parameters, their grads and floating buffers to ``dtype`` (float32/float64); returns self.
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Freeze (False) or unfreeze (True) every Parameter (``Module.requires_grad_``); returns self."""
+        for param in self.parameters():
+            param.requires_grad = requires_grad
+        return self
+
+    def to(self, dtype_or_device: Any) -> Module:
+        """Convert parameters, their grads and floating buffers to a dtype (float32/float64), or
+        accept the device ``"cpu"`` (``torch.device("cpu")`` too): npattn runs on the CPU, so that
+        changes nothing. Returns self.
 
         Raises:
-            DTypeError: ``dtype`` is not a floating dtype.
+            DTypeError: not a floating dtype (nor a device).
+            ConfigError: a device other than the CPU ("cuda", "mps", ...).
         """
-        dtype = check_float_dtype(dtype, "Module.to dtype")
-        for param in self.parameters():
-            grad = param.grad.astype(dtype)
+        device = _device_name(dtype_or_device)
+        if device is not None:
+            if device.split(":")[0] != "cpu":
+                raise ConfigError(
+                    f"npattn runs on the CPU only: Module.to accepts 'cpu' or a float dtype, got device {device!r}"
+                )
+            return self
+        dtype = check_float_dtype(dtype_or_device, "Module.to dtype")
+        floating = [(name, arr) for name, (_, _, arr) in self._state_targets().items() if arr.dtype.kind == "f"]
+        params = list(self.named_parameters())
+        grads = [(f"{name}.grad", p.grad) for name, p in params if isinstance(p.grad, np.ndarray)]
+        too_large = [
+            problem
+            for name, arr in floating + grads
+            if (problem := _nonfinite_problem(name, arr, dtype, only_overflow=True))
+        ]
+        if too_large:  # checked before anything is converted: a refused call changes nothing
+            raise DTypeError(f"Module.to({dtype}) would turn finite values into inf: " + " ".join(too_large))
+        for _, param in params:
+            grad = param.grad.astype(dtype) if isinstance(param.grad, np.ndarray) else None
             param.data = param.data.astype(dtype)
             param.grad = grad
         for module in self.modules():
             for name, buf in list(module._buffers.items()):
                 if buf.dtype.kind == "f":
                     setattr(module, name, buf.astype(dtype))
-            object.__setattr__(module, "_cache", None)
+            object.__setattr__(module, "_cache", _DISCARDED_BY_TO)
         return self
 
     def double(self) -> Module:
@@ -284,11 +263,13 @@ class Module:
         Raises:
             StateDictError: with ``strict``, missing or unexpected keys; always, shape mismatches,
                 non-numeric values, non-finite values in floating parameters, values that would
-                overflow the parameter's dtype (e.g. 1e300 into float32) and values other than 0/1
-                for bool buffers (all listed at once).
+                overflow the parameter's dtype (e.g. 1e300 into float32), values other than 0/1
+                for bool buffers and read-only parameter or buffer arrays (all listed at once).
+            ConfigError: ``strict`` not a bool.
         """
         if not isinstance(state_dict, Mapping):
             raise StateDictError(f"load_state_dict expects a mapping of name -> array, got {type(state_dict).__name__}")
+        strict = check_bool(strict, "strict")
         targets = self._state_targets()
         missing = [k for k in targets if k not in state_dict]
         unexpected = [k for k in state_dict if k not in targets]
@@ -305,6 +286,9 @@ class Module:
                 value = as_array(state_dict[key], key)
             except (TypeError, ValueError) as exc:
                 problems.append(f"bad value for {exc}")  # exc names the key
+                continue
+            if not target.flags.writeable:
+                problems.append(f"{key} is read-only in the current model (its array's flags.writeable is False).")
                 continue
             if value.shape != target.shape:
                 problems.append(
@@ -332,7 +316,7 @@ class Module:
         for target, value in ready:
             np.copyto(target, value, casting="unsafe")
         for module in self.modules():
-            object.__setattr__(module, "_cache", None)
+            object.__setattr__(module, "_cache", _DISCARDED_BY_LOAD)
         return IncompatibleKeys(missing, unexpected)
 
     # ------------------------------------------------------------------ forward / backward
@@ -340,20 +324,63 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} does not implement forward()")
 
     def backward(self, grad_output: Any) -> Any:
-        """Gradient w.r.t. the last forward's input; accumulates into every Parameter's ``.grad``."""
+        """Gradient w.r.t. the last forward's input; accumulates into every Parameter's ``.grad``.
+
+        Runs ``_gradients`` (which changes nothing), then ``_accumulate``: every ``.grad`` is
+        checked before any is changed, so a backward that fails changes no gradient.
+
+        Raises:
+            BackwardError: no forward to differentiate; a ``.grad`` that is not None or a writeable
+                array of its parameter's shape and dtype (nothing accumulated).
+            ShapeError, DTypeError: ``grad_output`` of the wrong shape or kind.
+        """
+        dx, grads = self._gradients(grad_output)
+        self._accumulate(grads)
+        return dx
+
+    def _gradients(self, grad_output: Any) -> tuple[Any, list[tuple[Parameter, np.ndarray]]]:
+        """The gradient w.r.t. the input and ``[(parameter, its gradient), ...]``; changes nothing."""
         raise NotImplementedError(f"{type(self).__name__} does not implement backward()")
+
+    def _accumulate(self, grads: list[tuple[Parameter, np.ndarray]]) -> None:
+        """``param.grad += d`` for every pair, after checking every ``.grad`` (validate, then apply)."""
+        for param, d in grads:
+            g, data = param.grad, param._data
+            if type(g) is np.ndarray and g.shape == d.shape == data.shape and g.dtype == data.dtype:
+                if g.flags.writeable:
+                    continue
+            if not param._requires_grad:
+                continue  # frozen: nothing is accumulated
+            problem = grad_problem(param.grad, param.data, d.shape)
+            if problem is not None:
+                raise BackwardError(self._describe_grad_problem(param, problem))
+        for param, d in grads:
+            if param.grad is None and param._requires_grad:
+                param.grad = np.zeros_like(param.data)
+            param.accumulate_grad(d)
+
+    def _describe_grad_problem(self, param: Parameter, problem: str) -> str:
+        name = next((n for n, p in self.named_parameters() if p is param), "a parameter")
+        return (
+            f"{type(self).__name__}.backward(): {name}.grad {problem}; no gradient was changed "
+            "(set it to None or to zeros of the parameter's shape and dtype, e.g. with zero_grad())"
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
 
     def _saved(self) -> Any:
         """The cache of the last forward; raises BackwardError if there was none."""
-        if self._cache is None:
+        cache = self._cache
+        if cache is None or isinstance(cache, str):
+            why = "called before forward()"
+            if cache is not None:
+                why = f"called after {cache}, which discarded the last forward"
             raise BackwardError(
-                f"{type(self).__name__}.backward() called before forward(): run a forward pass first "
+                f"{type(self).__name__}.backward() {why}: run a forward pass first "
                 "(forward stores what backward needs)"
             )
-        return self._cache
+        return cache
 
     def _record(self) -> Recorder | None:
         """The stage recorder installed by ``npattn.trace`` (None when not tracing)."""
@@ -375,9 +402,30 @@ class Module:
         return head + "\n  " + "\n  ".join(lines) + "\n)"
 
 
-def _nonfinite_problem(key: str, value: np.ndarray, dtype: np.dtype) -> str:
+_DISCARDED_BY_LOAD = "load_state_dict()"
+_DISCARDED_BY_TO = "to()"
+"""What ``_cache`` holds after a call that discarded the last forward (``_saved`` names it)."""
+
+_DEVICE_TYPES = {
+    "cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "hpu", "mtia", "lazy", "ipu", "vulkan", "privateuseone",
+}  # fmt: skip
+
+
+def _device_name(value: Any) -> str | None:
+    """The device a ``to()`` argument names ("cpu", "cuda:0", a ``torch.device``), or None when
+    it names none (then it must be a dtype)."""
+    if isinstance(value, str):
+        return value if value.split(":")[0] in _DEVICE_TYPES else None
+    if type(value).__name__ == "device" and isinstance(getattr(value, "type", None), str):
+        return str(value)
+    return None
+
+
+def _nonfinite_problem(key: str, value: np.ndarray, dtype: np.dtype, only_overflow: bool = False) -> str:
     """Why ``value`` cannot go into a floating parameter of ``dtype`` ("" if it can)."""
     bad = int(value.size - np.count_nonzero(np.isfinite(value)))
+    if bad and only_overflow:
+        return ""  # already non-finite: converting cannot make it worse
     if bad:
         return f"non-finite values in {key}: {bad} of {value.size} entries are NaN or inf."
     with np.errstate(over="ignore"):

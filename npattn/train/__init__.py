@@ -3,14 +3,72 @@
     loop.py         fit: the PyTorch training loop with backward done by hand, and its History
     lbfgs.py        fit_lbfgs: SciPy's L-BFGS-B on the hand-derived gradients
     tasks.py        small tasks to learn (teacher-student, selective copy)
-    checkpoint.py   safe checkpoint files (.npz with a JSON index, atomic writes; .safetensors)
+    checkpoint.py   safe checkpoint files (.npz with a JSON index; loading bounded by the file)
+    safetensors_io.py  the .safetensors side of checkpoints
+    atomic.py       save targets checked (no directories or devices) and written atomically
     command.py      train_task (checkpointed, resumable runs) and ``npattn train``
+    tokenizers.py   characters, a byte-level BPE trained on the text, GPT-2's through tiktoken
+    text.py         the default corpus, the book's sliding windows (GPTDatasetV1), seeded batches
+    generate.py     the book's chapter-5 generate: greedy, temperature, top-k, eos
+    lm.py           the book's chapter-5 loop: calc_loss_batch, calc_loss_loader, train_lm
+    lm_run.py       a whole language-model run from settings, with checkpoints (``npattn train --task lm``)
 """
 
 from npattn.train import checkpoint, tasks
 from npattn.train.checkpoint import load, load_metadata, save
-from npattn.train.command import train_task
+from npattn.train.command import OPTIMIZERS, run_train_command, train_task
+from npattn.train.generate import generate
 from npattn.train.lbfgs import fit_lbfgs
-from npattn.train.loop import History, fit
+from npattn.train.lm import LMHistory, calc_loss_batch, calc_loss_loader, evaluate_model, train_lm
+from npattn.train.lm_run import LMSettings, run_lm
+from npattn.train.loop import Batches, History, fit, progress_header, progress_line
+from npattn.train.text import DataLoader, GPTDatasetV1, create_dataloader_v1, default_corpus, read_text, split_train_val
+from npattn.train.tokenizers import (
+    BPETokenizer,
+    CharTokenizer,
+    gpt2_tokenizer,
+    load_tokenizer,
+    save_tokenizer,
+    text_to_token_ids,
+    token_ids_to_text,
+    train_tokenizer,
+)
 
-__all__ = ["History", "checkpoint", "fit", "fit_lbfgs", "load", "load_metadata", "save", "tasks", "train_task"]
+__all__ = [
+    "OPTIMIZERS",
+    "BPETokenizer",
+    "Batches",
+    "CharTokenizer",
+    "DataLoader",
+    "GPTDatasetV1",
+    "History",
+    "LMHistory",
+    "LMSettings",
+    "calc_loss_batch",
+    "calc_loss_loader",
+    "checkpoint",
+    "create_dataloader_v1",
+    "default_corpus",
+    "evaluate_model",
+    "fit",
+    "fit_lbfgs",
+    "generate",
+    "gpt2_tokenizer",
+    "load",
+    "load_metadata",
+    "load_tokenizer",
+    "progress_header",
+    "progress_line",
+    "read_text",
+    "run_lm",
+    "run_train_command",
+    "save",
+    "save_tokenizer",
+    "split_train_val",
+    "tasks",
+    "text_to_token_ids",
+    "token_ids_to_text",
+    "train_lm",
+    "train_task",
+    "train_tokenizer",
+]

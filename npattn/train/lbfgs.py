@@ -37,7 +37,7 @@ def fit_lbfgs(
     """
     from scipy.optimize import minimize  # SciPy is a runtime dependency; imported here to keep startup quick
 
-    params = list(model.parameters())
+    params = [p for p in model.parameters() if p.requires_grad]
     shapes = [p.shape for p in params]
     sizes = [p.size for p in params]
     history = History.begin(model)
@@ -52,7 +52,7 @@ def fit_lbfgs(
         loss = criterion(model(x), target)
         model.backward(criterion.backward())
         check_finite(model, loss, max(len(history.loss) - 1, 0))
-        return float(loss), np.concatenate([p.grad.ravel() for p in params]).astype(np.float64)
+        return float(loss), np.concatenate([np.ravel(p.grad) for p in params if p.grad is not None]).astype(np.float64)
 
     def callback(intermediate_result: Any) -> None:
         history.loss.append(float(intermediate_result.fun))

@@ -88,6 +88,8 @@ def check_finite(model: Module, loss: float, step: int) -> None:
         problem = f"the loss is {loss}"
     else:
         for name, p in model.named_parameters():
+            if p.grad is None:
+                continue
             bad = p.grad.size - int(np.count_nonzero(np.isfinite(p.grad)))
             if bad:
                 problem = f"the gradient of {name} has {bad} non-finite entries (loss {loss:.6g})"
@@ -95,7 +97,7 @@ def check_finite(model: Module, loss: float, step: int) -> None:
     if problem:
         raise TrainingError(
             f"training stopped at step {step}: {problem}. The weights were not updated (they hold the values "
-            "after the previous step) and the last checkpoint, if any, is untouched; try a smaller learning rate."
+            "after the previous step); try a smaller learning rate."
         )
 
 
@@ -150,5 +152,11 @@ def progress_header(names: tuple[str, ...] = ("W_query", "W_key", "W_value")) ->
 
 def progress_line(step: int, loss: float, history: History) -> str:
     """``step, loss, ||W - W_start||`` for every parameter, as the last log recorded them."""
-    moved = "".join(f"{history.moved_from_start.get(name, [0.0])[-1]:9.3f}" for name in history.start)
+    moved = "".join(f" {_moved(history.moved_from_start.get(name, [0.0])[-1]):>8}" for name in history.start)
     return f"{step:>5}  {loss:9.4g}  {'':>17}{moved}"
+
+
+def _moved(distance: float) -> str:
+    """A distance in at most 8 characters, so the columns never run together."""
+    text = f"{distance:.3f}"
+    return text if len(text) <= 8 else f"{distance:.2e}"

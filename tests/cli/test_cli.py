@@ -2,6 +2,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import npattn
 from npattn.cli.main import main
@@ -73,3 +74,54 @@ def test_train_save_resume_and_errors(capsys, tmp_path):
     assert "npattn train: error:" in capsys.readouterr().err
     m, _, _, _ = npattn.train_task("teacher-student", steps=60)
     np.testing.assert_array_equal(npattn.load(ck)["model"]["W_key"], m.W_key.data)
+
+
+BAD_COMMAND_LINES = [
+    ["train", "--steps", "-1"],
+    ["train", "--steps", "abc"],
+    ["train", "--log-every", "-1"],
+    ["train", "--save-every", "-1", "--save", "x.npz"],
+    ["train", "--save-every", "5", "--steps", "2"],
+    ["train", "--seed", "-1"],
+    ["train", "--seed", str(2**32)],
+    ["train", "--lr", "nan", "--steps", "2"],
+    ["train", "--lr", "-1", "--steps", "2"],
+    ["train", "--task", "nope"],
+    ["train", "--save", ".", "--steps", "2"],
+    ["train", "--save", "missing/x.npz", "--steps", "2"],
+    ["train", "--resume", "missing.npz"],
+    ["train", "--resume", "."],
+    ["train", "--resume", "/dev/null"],
+    ["train", "--resume", "module.npz"],
+    ["train", "--resume", "nan.npz"],  # a multi-line load_state_dict message, printed on one line
+    ["trace", "--tokens", "-1"],
+    ["trace", "--tokens", str(10**9)],
+    ["trace", "--d-in", "0"],
+    ["trace", "--seed", "-1"],
+    ["trace", "--heads", "2"],
+    ["trace", "--class", "mha", "--heads", "0"],
+    ["gradcheck", "--d-out", "-2"],
+    ["gradcheck", "--tokens", "65"],
+    ["gradcheck", "--seed", "x"],
+    ["check", str(__file__).rsplit("/", 1)[0]],
+    ["check"],
+    ["demo", "--plot", "."],
+    ["bogus"],
+]
+
+
+@pytest.mark.parametrize("argv", BAD_COMMAND_LINES, ids=" ".join)
+def test_every_bad_option_is_one_line_and_exit_2(capsys, tmp_path, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    npattn.save(npattn.SelfAttention_v1(3, 2, rng=0), "module.npz")
+    if argv[-1] == "nan.npz":
+        npattn.train_task("teacher-student", steps=1, save="nan.npz")
+        state = npattn.load("nan.npz")
+        state["model"]["W_query"][0, 0] = np.nan
+        state["model"]["W_key"] = np.zeros((1, 1))
+        npattn.save(state, "nan.npz")
+    if argv[:2] == ["demo", "--plot"]:
+        pytest.importorskip("matplotlib")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("npattn") and "Traceback" not in err, err

@@ -306,4 +306,4 @@ def test_cli_trace_sizes_and_values(capsys):
 
 def test_cli_trace_bad_size(capsys):
     assert main(["trace", "--tokens", "0"]) == 2
-    assert "n_tokens must be a positive integer" in capsys.readouterr().err
+    assert "argument --tokens: must be a positive integer, got 0" in capsys.readouterr().err

@@ -277,10 +277,13 @@ def test_dispatcher_errors(rng):
         kernels.attention(q, k, v[:, :4], impl="fused")
     with pytest.raises(npattn.ShapeError, match="no keys"):
         kernels.attention(q, k[:, :0], v[:, :0], impl="tiled")
+    # The paths themselves take one float32 or float64 dtype; the dispatcher converts (see the numerics tests).
     with pytest.raises(npattn.DTypeError, match="dtypes differ"):
-        kernels.attention(q, k.astype(np.float32), v, impl="fused")
-    with pytest.raises(npattn.DTypeError, match="floating"):
-        kernels.attention(q.astype(int), k.astype(int), v.astype(int), impl="tiled")
+        kernels.fused.fused_forward(q, k.astype(np.float32), v)
+    with pytest.raises(npattn.DTypeError, match="float32 or float64"):
+        kernels.tiled.tiled_forward(q.astype(int), k.astype(int), v.astype(int))
+    with pytest.raises(npattn.DTypeError, match="float32 or float64"):
+        kernels.fused.fused_forward(q.astype(np.float16), k.astype(np.float16), v.astype(np.float16))
     with pytest.raises(npattn.ConfigError, match="impl"):
         npattn.SelfAttention_v1(3, 2, impl="fast")
 

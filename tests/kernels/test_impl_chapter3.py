@@ -32,11 +32,11 @@ def run(model, x, g):
 
 def chosen_paths(model):
     """The path each attention stage ran in the last forward: kernels.attention's cache is
-    ``(chosen, inner)``, somewhere inside each module's ``_cache``."""
+    ``(chosen, inner, compute dtype, input dtypes, output shape)``, somewhere inside each module's ``_cache``."""
 
     def find(cache):
         if isinstance(cache, tuple):
-            if len(cache) == 2 and isinstance(cache[0], str) and cache[0] in npattn.kernels.IMPLS:
+            if len(cache) == 5 and isinstance(cache[0], str) and cache[0] in npattn.kernels.IMPLS:
                 return [cache[0]]
             return [path for item in cache for path in find(item)]
         return []

@@ -149,3 +149,9 @@ def test_stage_check_rejects_planted_bug(rng, bug):
         args, fwd, kwargs = [F.softmax(rng.standard_normal((n, n))), rng.standard_normal((n, n))], F.context_forward, {}
     with pytest.raises(npattn.GradcheckError):
         gradcheck_stage(fwd, broken, args, kwargs=kwargs)
+
+
+@pytest.mark.parametrize("p", [1.0, 1.5, -0.1, float("nan")])
+def test_dropout_forward_refuses_p_outside_0_1(p):
+    with pytest.raises(npattn.ConfigError, match=r"p must lie in \[0, 1\)"):
+        F.dropout_forward(np.ones((2, 2)), np.ones((2, 2), bool), p)

@@ -2,8 +2,11 @@
 step, and every kind of bad file refused with CheckpointError without executing anything."""
 
 import io
+import json
 import os
 import pickle
+import re
+import stat
 import subprocess
 import sys
 import textwrap
@@ -14,7 +17,7 @@ import pytest
 
 import npattn
 from npattn.optim import Adam
-from npattn.train import checkpoint
+from npattn.train import atomic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -95,9 +98,6 @@ def test_nested_state_round_trip_keeps_types(tmp_path):
         ({"a": np.array([object()])}, "dtype object"),
         ({"a": np.array(["text"])}, "dtype <U4"),
         ({"a": {1, 2}}, "type set"),
-        ({"a/b": np.ones(1)}, "reserved"),
-        ({"__npattn__": 1}, "reserved"),
-        ({"x": {0: np.ones(1), "0": np.ones(1)}}, "two entries map"),
         ({(1, 2): 3}, "keys must be str or int"),
         ({"a": 1j}, "type complex"),
     ],
@@ -164,16 +164,17 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch, s
 
     real_fdopen = os.fdopen
     if step == "mkstemp":
-        monkeypatch.setattr(checkpoint.tempfile, "mkstemp", fail)
+        monkeypatch.setattr(atomic.tempfile, "mkstemp", fail)
     elif step in ("write", "flush"):
 
         def fdopen(fd, mode):
             return FailingFile(real_fdopen(fd, mode), step, error)
 
-        monkeypatch.setattr(checkpoint.os, "fdopen", fdopen)
+        monkeypatch.setattr(atomic.os, "fdopen", fdopen)
     else:
-        monkeypatch.setattr(checkpoint.os, step, fail)
-    with pytest.raises(error):
+        monkeypatch.setattr(atomic.os, step, fail)
+    # an OSError (a full disk, ...) is reported as a CheckpointError; a crash (Interrupt) propagates
+    with pytest.raises(npattn.CheckpointError if error is OSError else error):
         npattn.save({"W": np.ones((5, 5))}, path)
     monkeypatch.undo()
     assert path.read_bytes() == before
@@ -192,7 +193,7 @@ def test_killed_process_leaves_a_loadable_checkpoint(tmp_path, step):
         sys.path.insert(0, {ROOT!r})
         import numpy as np
         import npattn
-        from npattn.train import checkpoint
+        from npattn.train import atomic
         step = {step!r}
         real_fdopen, real_replace = os.fdopen, os.replace
         class Half:
@@ -201,13 +202,13 @@ def test_killed_process_leaves_a_loadable_checkpoint(tmp_path, step):
             def __enter__(self): return self
             def __exit__(self, *a): pass
         if step == "write":
-            checkpoint.os.fdopen = lambda fd, mode: Half(real_fdopen(fd, mode))
+            atomic.os.fdopen = lambda fd, mode: Half(real_fdopen(fd, mode))
         elif step == "fsync":
-            checkpoint.os.fsync = lambda fd: os._exit(9)
+            atomic.os.fsync = lambda fd: os._exit(9)
         elif step == "replace":
-            checkpoint.os.replace = lambda a, b: os._exit(9)
+            atomic.os.replace = lambda a, b: os._exit(9)
         else:
-            checkpoint.os.replace = lambda a, b: (real_replace(a, b), os._exit(9))
+            atomic.os.replace = lambda a, b: (real_replace(a, b), os._exit(9))
         npattn.save({{"W": np.ones(3)}}, {str(path)!r})
         """
     )
@@ -429,3 +430,249 @@ def test_safetensors_to_torch_and_back(tmp_path):
     mine.load_state_dict(npattn.load(tmp_path / "torch.safetensors"))
     np.testing.assert_array_equal(mine.W_value.data, book.W_value.detach().numpy())
     np.testing.assert_allclose(mine(x), book(torch.from_numpy(x)).detach().numpy(), rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------
+# save never writes what load refuses; targets that are not files; loading bounded by the file.
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"a/b": np.ones(1), "a": {"b": np.zeros(1)}},
+        {"__npattn__": np.ones(1), "__npattn__.npy": np.ones(2), "w.npy": np.ones(3), "w": np.ones(4)},
+        {0: np.ones(1), "0": np.zeros(1), -1: np.ones(2), 2**70: 3},
+        {"a\x00b": np.ones(1), "a\udc80": np.ones(2), "k" * 70000: np.ones(3), "..": np.ones(4), "": np.ones(5)},
+        {"allow_pickle": np.ones(1), "file": np.ones(2), "args": np.ones(3)},  # np.savez's own keywords
+        {"x": "a\udc80\x00", "y": float("-inf"), "z": [(), {}, [[]]]},
+    ],
+    ids=["slash", "reserved-looking", "int-and-str", "odd-names", "savez-keywords", "odd-values"],
+)
+def test_any_key_round_trips(tmp_path, state):
+    npattn.save(state, tmp_path / "x.npz")
+    assert_same(npattn.load(tmp_path / "x.npz"), state)
+
+
+@pytest.mark.parametrize(
+    "state,metadata,message",
+    [
+        ({"w": np.ones(1)}, {"format": "x"}, "reserved"),
+        ({"w": np.ones(1)}, {"version": 2}, "reserved"),
+        ({"w": np.ones(1)}, {"tree": 1}, "reserved"),
+        ({"w": np.ones(1)}, {1: "a"}, "keys must be str"),
+        ({"w": np.ones(1)}, {"x": (1, 2)}, "use a list"),
+        ({"w": np.ones(1)}, {"x": np.ones(2)}, "is a ndarray"),
+        ({"w": np.ones(1)}, {"config": {"d": {2: 1}}}, "keys must be str"),
+        ({"w": np.ones(1)}, ["x"], "metadata must be a dict"),
+        ({"w": np.ma.masked_array([1.0], mask=[True])}, None, "masked array"),
+        ({"a": {"a": {"a": None}}}, None, None),  # replaced below: nested 100 deep
+    ],
+)
+def test_save_refuses_before_touching_the_old_file(tmp_path, state, metadata, message):
+    if message is None:
+        for _ in range(100):
+            state = {"a": state}
+        message = "nested deeper than 64 levels"
+    path = tmp_path / "x.npz"
+    npattn.save({"old": np.ones(2)}, path)
+    before = path.read_bytes()
+    with pytest.raises(npattn.CheckpointError, match=re.escape(message)):
+        npattn.save(state, path, metadata=metadata)
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["x.npz"]
+
+
+def test_a_state_that_contains_itself_is_refused(tmp_path):
+    state = {"w": [np.ones(1)]}
+    state["w"].append(state)
+    with pytest.raises(npattn.CheckpointError, match="contains itself"):
+        npattn.save(state, tmp_path / "x.npz")
+    shared = np.ones(2)
+    npattn.save({"a": shared, "b": [shared, shared]}, tmp_path / "x.npz")  # shared, not circular: fine
+
+
+def test_targets_that_are_not_files_are_refused_and_left_alone(tmp_path):
+    folder = tmp_path / "runs.npz"
+    folder.mkdir()
+    fifo = tmp_path / "pipe.npz"
+    os.mkfifo(fifo)
+    for target, kind in [(folder, "a directory"), (fifo, "a FIFO")]:
+        with pytest.raises(npattn.CheckpointError, match=f"it is {kind}"):
+            npattn.save({"w": np.ones(1)}, target)
+        with pytest.raises(npattn.CheckpointError, match=f"is {kind}"):
+            npattn.load(target)  # never opened: a FIFO would hang the read
+    assert folder.is_dir() and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    with pytest.raises(npattn.CheckpointError, match="does not exist"):
+        npattn.save({"w": np.ones(1)}, tmp_path / "missing" / "x.npz")
+    for bad in ("", None, 3, io.BytesIO()):
+        with pytest.raises(npattn.CheckpointError, match="checkpoint path"):
+            npattn.save({"w": np.ones(1)}, bad)
+    assert sorted(os.listdir(tmp_path)) == ["pipe.npz", "runs.npz"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="creating a device node needs root")
+def test_a_device_node_is_never_replaced(tmp_path):
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    with pytest.raises(npattn.CheckpointError, match="a character device"):
+        npattn.save({"w": np.ones(1)}, node)
+    assert stat.S_ISCHR(os.lstat(node).st_mode)
+
+
+def test_a_symlink_is_followed_and_kept(tmp_path):
+    real = tmp_path / "real.npz"
+    npattn.save({"old": np.ones(1)}, real)
+    link = tmp_path / "link.npz"
+    link.symlink_to(real)
+    npattn.save({"new": np.ones(2)}, link)
+    assert link.is_symlink() and list(npattn.load(real)) == ["new"]
+
+
+def test_permissions_are_kept_and_new_files_follow_the_umask(tmp_path):
+    path = tmp_path / "x.npz"
+    old_umask = os.umask(0o027)
+    try:
+        npattn.save({"w": np.ones(1)}, path)
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
+        os.chmod(path, 0o604)
+        npattn.save({"w": np.ones(2)}, path)
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o604
+    finally:
+        os.umask(old_umask)
+
+
+def test_a_full_disk_is_a_checkpoint_error_that_keeps_the_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "x.npz"
+    npattn.save({"old": np.ones(1)}, path)
+    before = path.read_bytes()
+
+    monkeypatch.setattr(atomic.os, "fdopen", lambda fd, mode: FailingFile(open(fd, mode), "write", OSError))
+    with pytest.raises(npattn.CheckpointError, match=r"the previous file .* is untouched"):
+        npattn.save({"new": np.ones(1000)}, path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["x.npz"]
+
+
+def _members(path):
+    with zipfile.ZipFile(path) as z:
+        return {name: z.read(name) for name in z.namelist()}
+
+
+def _rezip(path, members, compression=zipfile.ZIP_STORED):
+    with zipfile.ZipFile(path, "w", compression) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
+def test_loading_is_bounded_by_the_file(tmp_path, good):
+    members = _members(good)
+    bomb = tmp_path / "bomb.npz"
+    _rezip(bomb, members, zipfile.ZIP_DEFLATED)
+    with pytest.raises(npattn.CheckpointError, match="is compressed"):
+        npattn.load(bomb)
+    # a member whose .npy header declares 10**12 values it does not hold: refused before allocating
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000, 1000000), }"
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    huge = tmp_path / "huge.npz"
+    _rezip(huge, {**members, "W_key.npy": b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode()})
+    for read in (npattn.load, npattn.load_metadata):
+        with pytest.raises(npattn.CheckpointError, match=re.escape("declares shape (1000000, 1000000)")):
+            read(huge)
+    # the zip directory claims more bytes than the file holds (the first central-directory entry's sizes)
+    lying = tmp_path / "lying.npz"
+    data = bytearray(good.read_bytes())
+    entry = data.index(b"PK\x01\x02")
+    data[entry + 20 : entry + 28] = (2**31).to_bytes(4, "little") * 2  # compressed and uncompressed size
+    lying.write_bytes(bytes(data))
+    with pytest.raises(npattn.CheckpointError, match="the zip directory declares 2147"):
+        npattn.load(lying)
+
+
+def test_repeated_members_are_refused(tmp_path, good):
+    members = _members(good)
+    path = tmp_path / "twice.npz"
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+        with pytest.warns(UserWarning):
+            z.writestr("W_key.npy", members["W_query.npy"])
+    with pytest.raises(npattn.CheckpointError, match=r"lists the member\(s\) \['W_key.npy'\] more than once"):
+        npattn.load(path)
+
+
+def _with_index(tmp_path, good, edit):
+    members = _members(good)
+    index = json.loads(str(np.load(io.BytesIO(members["__npattn__.npy"]))))
+    text = edit(index)
+    buffer = io.BytesIO()
+    np.save(buffer, np.array(text if isinstance(text, str) else json.dumps(index)))
+    path = tmp_path / "edited.npz"
+    _rezip(path, {**members, "__npattn__.npy": buffer.getvalue()})
+    return path
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda h: "{not json", "is not valid JSON"),
+        (lambda h: "[" * 100000 + "]" * 100000, "nested too deeply"),
+        (lambda h: h.update(version=True), "version True"),
+        (lambda h: h.update(version="1"), "version '1'"),
+        (lambda h: h.pop("tree"), "has no 'tree'"),
+        (lambda h: h.update(tree={"weird": 1}), "corrupt tree entry"),
+        (lambda h: h.update(tree={"dict": [["w"]]}), "corrupt dict entry"),
+        (lambda h: h.update(tree={"array": "W_key", "scalar": "yes"}), "corrupt tree entry"),
+        (lambda h: h["tree"]["dict"][1][1].update(scalar=True), "marks member 'W_key' of shape (3, 2)"),
+        (lambda h: h.update({"class": 5}), "'class' must be a string"),
+        (lambda h: h.update(config=[1]), "'config' must be an object"),
+    ],
+)
+def test_a_malformed_index_says_what_is_wrong(tmp_path, good, edit, message):
+    path = _with_index(tmp_path, good, edit)
+    for read in (npattn.load, npattn.load_metadata):
+        with pytest.raises(npattn.CheckpointError, match=re.escape(message)) as info:
+            read(path)
+        assert "contains pickled data" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "data", [b"hello\n", b"\x1f\x8b\x08\x00" + bytes(50), b"\x80\x05" + bytes(range(40)), b""], ids=str
+)
+def test_only_a_pickle_is_said_to_contain_pickled_data(tmp_path, data):
+    path = tmp_path / "x.npz"
+    path.write_bytes(data)
+    with pytest.raises(npattn.CheckpointError, match="not a zip archive") as info:
+        npattn.load(path)
+    assert "contains pickled data" not in str(info.value)
+
+
+def test_safetensors_refuses_what_it_cannot_hold_and_keeps_0d(tmp_path):
+    pytest.importorskip("safetensors")
+    path = tmp_path / "m.safetensors"
+    npattn.save({"x": np.array(2.0), "y": np.ones((2, 3), dtype=">f4")}, path)
+    loaded = npattn.load(path)
+    assert loaded["x"].shape == () and loaded["y"].dtype == np.float32
+    for state, message in [
+        ({"__metadata__": np.ones(1)}, "reserved"),
+        ({"a\udc80": np.ones(1)}, "not UTF-8"),
+        ({"c": np.ones(2, complex)}, "dtype complex128"),
+    ]:
+        with pytest.raises(npattn.CheckpointError, match=message):
+            npattn.save(state, path)
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.ones(2)}, str(path), metadata={"npattn": "{bad json"})
+    with pytest.raises(npattn.CheckpointError, match="'npattn' metadata is not the JSON object"):
+        npattn.load(path)
+    save_file({"W_query.weight": np.ones(2)}, str(path), metadata={"format": "pt"})  # PyTorch's: loads
+    assert list(npattn.load(path)) == ["W_query.weight"]
+
+
+def test_members_that_are_not_npy_files_are_refused(tmp_path, good):
+    """'W_key' and 'W_key.npy' would both be read as the array W_key: neither is trusted."""
+    members = _members(good)
+    path = tmp_path / "odd.npz"
+    _rezip(path, {**members, "W_key": members["W_query.npy"]})
+    with pytest.raises(npattn.CheckpointError, match=re.escape("member 'W_key' is not an .npy array")):
+        npattn.load(path)
+    with pytest.raises(npattn.CheckpointError, match=r"the folder '.*good.npz' is not a folder"):
+        npattn.save({"w": np.ones(1)}, good / "x.npz")

@@ -3,6 +3,7 @@ hand-derived gradients (and stalls on broken ones), non-finite losses stop train
 a saved, killed and resumed run equals an uninterrupted one bit for bit."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -326,3 +327,119 @@ def test_history_state_round_trip(tmp_path):
     assert again.loss == history.loss and again.moved_from_start == history.moved_from_start
     for name in history.start:
         np.testing.assert_array_equal(again.start[name], history.start[name])
+
+
+# ----------------------------------------------------------------------------------------------
+# Everything checked before the first step; the error tells the truth about the checkpoint.
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_the_error_names_the_checkpoint_this_run_wrote(tmp_path, monkeypatch):
+    real_batch = TeacherStudent.batch
+
+    def batch(self, step, size=None):
+        x, target = real_batch(self, step, size)
+        return (np.full_like(x, np.inf) if step == 7 else x), target
+
+    monkeypatch.setattr(TeacherStudent, "batch", batch)
+    ck = tmp_path / "run.npz"
+    with pytest.raises(npattn.TrainingError, match=r"The last checkpoint of this run, '.*run.npz', holds step 5\."):
+        train_task("teacher-student", steps=20, save=ck, save_every=5)
+    other = tmp_path / "other.npz"
+    npattn.save({"someone": np.ones(1)}, other)
+    with pytest.raises(npattn.TrainingError, match=r"This run wrote no checkpoint: '.*other.npz' is as it was"):
+        train_task("teacher-student", steps=20, save=other)
+    assert list(npattn.load(other)) == ["someone"]
+    with pytest.raises(npattn.TrainingError) as info:
+        train_task("teacher-student", steps=20)
+    assert "checkpoint" not in str(info.value)
+
+
+def test_non_finite_weights_are_never_saved(tmp_path, monkeypatch):
+    """An update that overflows (finite loss and gradients, infinite weights) stops before the save."""
+
+    class Overflowing(SGD):
+        def step(self):
+            super().step()
+            self.param_groups[0]["params"][1].data[0, 0] = np.inf
+
+    monkeypatch.setitem(npattn.train.command.OPTIMIZERS, "sgd", Overflowing)
+    ck = tmp_path / "run.npz"
+    with pytest.raises(npattn.TrainingError, match="made W_key non-finite, so it was not saved"):
+        train_task("teacher-student", optimizer="sgd", steps=3, save=ck, save_every=1)
+    assert not ck.exists()
+
+
+def test_zero_steps_still_writes_the_checkpoint_and_it_resumes(tmp_path):
+    ck = tmp_path / "start.npz"
+    train_task("teacher-student", steps=0, save=ck)
+    assert npattn.load(ck)["step"] == 0
+    resumed, _, _, _ = train_task(steps=4, resume=ck)
+    direct, _, _, _ = train_task("teacher-student", steps=4)
+    np.testing.assert_array_equal(resumed.W_key.data, direct.W_key.data)
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,message",
+    [
+        ({"steps": -1}, npattn.ConfigError, "steps must be an integer >= 0, got -1"),
+        ({"steps": 1.5}, npattn.ConfigError, "steps must be an integer >= 0, got 1.5"),
+        ({"seed": -1}, npattn.ConfigError, "seed must be an integer in [0, 2**32), got -1"),
+        ({"lr": "0.1"}, npattn.ConfigError, "Invalid learning rate"),
+        ({"lr": float("nan")}, npattn.ConfigError, "Invalid learning rate"),
+        ({"log_every": -1}, npattn.ConfigError, "log_every must be an integer >= 0"),
+        ({"save_every": "3"}, npattn.ConfigError, "save_every must be an integer >= 0"),
+        ({"save_every": 3}, npattn.ConfigError, "needs a save path"),
+        ({"task": 5}, npattn.ConfigError, "unknown task 5"),
+        ({"optimizer": None}, npattn.ConfigError, "unknown optimizer None"),
+        ({"save": "run.safetensors"}, npattn.ConfigError, "save it to a .npz path"),
+        ({"save": "missing/run.npz"}, npattn.CheckpointError, "does not exist"),
+    ],
+)
+def test_train_task_checks_its_arguments_first(tmp_path, monkeypatch, kwargs, error, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(error, match=re.escape(message)):
+        train_task(**{"task": "teacher-student", "steps": 2, **kwargs})
+
+
+def _edited_run(tmp_path, edit):
+    ck = tmp_path / "run.npz"
+    if not ck.exists():
+        train_task("teacher-student", steps=2, save=ck)
+    state = npattn.load(ck)
+    edit(state)
+    path = tmp_path / "edited.npz"
+    npattn.save(state, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda s: s.update(extra=1), "not a checkpoint npattn train wrote"),
+        (lambda s: s["run"].update(lr=-1.0), "Invalid learning rate: -1.0"),
+        (lambda s: s["run"].update(seed="x"), "bad run setting: seed must be an integer in [0, 2**32), got 'x'"),
+        (lambda s: s.update(step=-2), "the checkpoint's step must be an integer >= 0"),
+        (lambda s: s["optimizer"]["param_groups"][0].update(lr=0.3), "differs from the run's lr 0.05"),
+        (lambda s: s["optimizer"]["param_groups"][0].update(amsgrad="no"), "amsgrad must be True or False"),
+        (lambda s: s["optimizer"]["state"][0].update(step=-3), "'step' must be an integer >= 1"),
+        (lambda s: s.update(history=None), "holds a history npattn cannot read"),
+        (lambda s: s["history"].update(loss=np.zeros(5)), "its history has 5 losses for 2 steps"),
+    ],
+)
+def test_resume_checks_the_whole_checkpoint_first(tmp_path, edit, message):
+    path = _edited_run(tmp_path, edit)
+    with pytest.raises(npattn.NpattnError, match=re.escape(message)):
+        train_task(steps=4, resume=path)
+
+
+def test_progress_line_keeps_its_columns_apart_at_large_distances():
+    from npattn.train.loop import History, progress_line
+
+    history = History()
+    history.start = {"W_query": None, "W_key": None, "W_value": None}
+    history.moved_from_start = {"W_query": [882248176.2044887], "W_key": [7212618.49], "W_value": [4.5]}
+    line = progress_line(30, 1e6, history)
+    assert line.split()[-3:] == ["8.82e+08", "7.21e+06", "4.500"]
+    history.moved_from_start = {"W_query": [1.0], "W_key": [2.0], "W_value": [3.0]}
+    assert len(line) == len(progress_line(30, 1e6, history))  # the columns keep their width

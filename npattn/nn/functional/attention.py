@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from npattn.errors import ShapeError
+from npattn.errors import ConfigError, DTypeError, ShapeError
 
 __all__ = [
     "Recorder",
@@ -84,6 +84,14 @@ def _check_grad(stage: str, d_out: np.ndarray, shape: tuple[int, ...]) -> None:
         raise ShapeError(f"{stage}: expected a gradient of shape {shape} (the forward output's), got {np.shape(d_out)}")
 
 
+def _not_numbers(stage: str, **arrays: np.ndarray) -> DTypeError:
+    """DTypeError for the first operand that does not hold real numbers (float or int). Callers
+    test ``a.dtype.kind not in "fiu"`` inline: NumPy's matmul of bools is a logical and/or, and
+    its softmax of bools fails, so bool (and complex, object, ...) arrays are refused."""
+    name, a = next((name, a) for name, a in arrays.items() if a.dtype.kind not in "fiu")
+    return DTypeError(f"{stage}: {name} must hold real numbers (float or int), got dtype {a.dtype}")
+
+
 def _broadcasts_to(small: tuple[int, ...], shape: tuple[int, ...]) -> bool:
     """True if an array of shape ``small`` broadcasts to ``shape`` without changing it."""
     try:
@@ -98,6 +106,8 @@ def _check_matmul(stage: str, rule: str, a_axis: int, b_axis: int, **operands: n
     Equal leading axes, not merely broadcastable ones: the backward does not sum over broadcast axes.
     """
     a, b = operands.values()
+    if a.dtype.kind not in "fiu" or b.dtype.kind not in "fiu":
+        raise _not_numbers(stage, **operands)
     if not (a.ndim >= 2 and b.ndim >= 2 and a.shape[:-2] == b.shape[:-2] and a.shape[a_axis] == b.shape[b_axis]):
         raise _shape_error(stage, rule, **operands)
 
@@ -109,11 +119,14 @@ def _check_matmul(stage: str, rule: str, a_axis: int, b_axis: int, **operands: n
 
 def project_forward(x: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, tuple]:
     """queries = x @ W_query (likewise keys, values). x (..., n, d), W (d, k) -> (..., n, k)."""
+    if x.dtype.kind not in "fiu" or W.dtype.kind not in "fiu":
+        raise _not_numbers("project_forward", x=x, W=W)
     if W.ndim != 2 or x.ndim < 1 or x.shape[-1] != W.shape[0]:
         raise _shape_error(
             "project_forward", "x (..., n, d) @ W (d, k) needs a 2-D W and x's last dim = W's first", x=x, W=W
         )
-    out = x @ W
+    # One matrix product over all rows: BLAS runs one large GEMM instead of one per leading index.
+    out = (x.reshape(-1, x.shape[-1]) @ W).reshape(*x.shape[:-1], W.shape[1])
     return out, (x, W)
 
 
@@ -122,8 +135,9 @@ def project_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.nd
     # forward: out = x @ W
     x, W = cache
     _check_grad("project_backward", d_out, x.shape[:-1] + W.shape[1:])
-    dx = d_out @ W.T
-    dW = x.reshape(-1, x.shape[-1]).T @ d_out.reshape(-1, d_out.shape[-1])
+    d_out_rows = d_out.reshape(-1, d_out.shape[-1])
+    dx = (d_out_rows @ W.T).reshape(x.shape)
+    dW = x.reshape(-1, x.shape[-1]).T @ d_out_rows
     return dx, dW
 
 
@@ -155,6 +169,8 @@ def project_qkv_backward(
 
 def bias_forward(y: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, tuple]:
     """y + bias. y (..., k), bias (k,) -> (..., k)."""
+    if y.dtype.kind not in "fiu" or bias.dtype.kind not in "fiu":
+        raise _not_numbers("bias_forward", y=y, bias=bias)
     if bias.ndim != 1 or y.ndim < 1 or y.shape[-1] != bias.shape[0]:
         raise _shape_error(
             "bias_forward", "y (..., k) + bias (k,) needs a 1-D bias as long as y's last dim", y=y, bias=bias
@@ -224,6 +240,8 @@ def mask_backward(d_masked: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
 
 def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
     """Numerically stable softmax (subtracts the row maximum; -inf entries get weight 0)."""
+    if z.dtype.kind not in "fiu":
+        raise _not_numbers("softmax", z=z)
     if z.ndim == 0:
         raise _shape_error("softmax", "needs at least one axis", z=z)
     if z.shape[axis] == 0:
@@ -254,13 +272,22 @@ def softmax_backward(d_attn_weights: np.ndarray, cache: tuple) -> tuple[np.ndarr
 
 
 def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tuple[np.ndarray, tuple]:
-    """Inverted dropout: attn_weights * keep / (1 - p). keep is a bool array broadcastable to it."""
+    """Inverted dropout: attn_weights * keep / (1 - p). keep is a bool array broadcastable to it.
+
+    The scale is ``1 / (1 - p)`` computed in attn_weights' dtype, as PyTorch's ``noise.div_(1 - p)``
+    does, so the output is PyTorch's bit for bit.
+
+    Raises:
+        ConfigError: p outside [0, 1). ShapeError: keep does not broadcast to attn_weights."""
+    if not 0.0 <= p < 1.0:  # also refuses NaN
+        raise ConfigError(f"dropout_forward: p must lie in [0, 1), got {p!r}")
     if not _broadcasts_to(keep.shape, attn_weights.shape):
         raise _shape_error(
             "dropout_forward", "keep must broadcast to attn_weights", attn_weights=attn_weights, keep=keep
         )
-    scale = 1.0 / (1.0 - p)
-    out = attn_weights * keep * np.asarray(scale, dtype=attn_weights.dtype)
+    one = np.ones((), dtype=attn_weights.dtype)
+    scale = one / np.asarray(1.0 - p, dtype=attn_weights.dtype)
+    out = attn_weights * keep * scale
     return out, (keep, scale)
 
 

@@ -1,0 +1,134 @@
+"""``npattn check FILE.py:NAME``, run in a child process: the user's code cannot end, hang or
+change the process that reports on it.
+
+The child imports the file, runs the user's attention and builds the report (the weights and x
+stay untouched: ``npattn.debug.usercode`` hands the user copies), then sends the report and the
+output. The parent waits at most ``timeout`` seconds and turns every way the child can end into
+one line and exit code 2: the user's code raised, called ``sys.exit``, raised
+``KeyboardInterrupt``, ended the process (``os._exit``, a crash) or ran past the timeout (the
+child is killed). The forward's verdict is the parent's own: it compares the output with the
+reference computed from pristine weights in a process the user's code never ran in, so code that
+patches NumPy or npattn while it runs cannot certify a wrong output (the backward and dropout
+checks run the user's code, so their verdicts come from the child).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import sys
+from multiprocessing.connection import Connection
+from typing import Any, TextIO
+
+import numpy as np
+
+from npattn.book import book_batch, book_inputs
+from npattn.debug.backward import attention_reference
+from npattn.debug.diagnose import diagnose
+from npattn.debug.usercode import book_weights, check_attention, multihead_weights
+from npattn.errors import ConfigError, NpattnError
+
+__all__ = ["DEFAULT_TIMEOUT", "parse_timeout", "run_check_isolated"]
+
+DEFAULT_TIMEOUT = 5.0
+"""Seconds ``npattn check`` waits for the user's code (import, construction, forward, report)."""
+
+
+def parse_timeout(text: Any) -> float:
+    """``--timeout`` as seconds: a finite number > 0.
+
+    Raises:
+        ConfigError: anything else (the CLI prints it on one line, exit 2).
+    """
+    try:
+        seconds = float(text)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigError(f"--timeout must be a number of seconds > 0, got {text!r}")
+    return seconds
+
+
+def _child(conn: Connection, spec: str) -> None:
+    """Run the check; send ("report", text, passed, forward correct, output, causal, num_heads) or
+    ("error", one line)."""
+    result: tuple[Any, ...]
+    try:
+        report = check_attention(spec)
+        output = np.array(report.output, dtype=np.float64)
+        forward_ok = report.diagnosis.correct
+        result = ("report", str(report) + "\n", report.passed, forward_ok, output, report.causal, report.num_heads)
+    except NpattnError as exc:
+        result = ("error", str(exc))
+    except SystemExit as exc:
+        result = ("error", f"{spec} called sys.exit({exc.code!r}); npattn check needs the code to return an output")
+    except BaseException as exc:  # KeyboardInterrupt, or anything the report itself could not handle
+        result = ("error", f"{spec} raised {type(exc).__name__}: {exc}")
+    conn.send(result)
+    conn.close()
+
+
+def _forward_verdict(spec: str, forward_ok: bool, output: np.ndarray, causal: bool, num_heads: int | None) -> bool:
+    """The parent's own check of the child's output against pristine weights (True = correct)."""
+    x = book_batch() if causal else book_inputs()
+    if num_heads:  # as usercode's multi-head diagnosis: the output as a whole
+        W = multihead_weights()
+        expected, _ = attention_reference(np.asarray(x, np.float64), W, causal=True, num_heads=num_heads)
+        ours = output.shape == expected.shape and bool(
+            np.all(np.abs(output - expected) <= 1e-5 + 1e-4 * float(np.max(np.abs(expected))))
+        )
+    else:
+        ours = output.shape == (*x.shape[:-1], 2)
+        ours = ours and diagnose(x, book_weights(), output, causal=causal, catalogue=()).correct
+    if ours != forward_ok:
+        raise ConfigError(
+            f"{spec}: the report says its output is {'correct' if forward_ok else 'wrong'}, but the same check "
+            "outside its process says otherwise: the code changed NumPy or npattn while it ran; not certified"
+        )
+    return ours
+
+
+def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: TextIO | None = None) -> int:
+    """``npattn check``: the report on ``out`` (default stdout); 0 correct, 1 wrong.
+
+    Raises:
+        ConfigError: everything ``run_check`` raises, and the user's code calling sys.exit, raising
+            KeyboardInterrupt, ending the process or running longer than ``timeout`` seconds.
+    """
+    timeout = parse_timeout(timeout)
+    methods = multiprocessing.get_all_start_methods()
+    context: Any = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    receive, send = context.Pipe(duplex=False)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = context.Process(target=_child, args=(send, spec), daemon=True)
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(timeout):
+            child.kill()
+            raise ConfigError(
+                f"{spec} did not finish within {timeout:g} s (an endless loop? a slow import?); "
+                "it was stopped (give it longer with --timeout SECONDS)"
+            )
+        try:
+            result = receive.recv()
+        except EOFError:
+            child.join()
+            raise ConfigError(
+                f"{spec} ended the process before npattn check could report (exit code {child.exitcode}): "
+                "does it call os._exit, or crash the interpreter?"
+            ) from None
+    finally:
+        receive.close()
+        child.join(timeout=1)
+        if child.is_alive():  # e.g. a thread the user's code started keeps the child running
+            child.kill()
+            child.join()
+    if result[0] == "error":
+        raise ConfigError(result[1])
+    _, text, passed, forward_ok, output, causal, num_heads = result
+    # The forward verdict is recomputed here; the backward and dropout checks need the user's code.
+    correct = _forward_verdict(spec, forward_ok, output, causal, num_heads) and passed
+    print(text, end="", file=out or sys.stdout)
+    return 0 if correct else 1

@@ -1,0 +1,304 @@
+"""Check a hand-written backward: every gradient against finite differences and against npattn's.
+
+``check_backward(forward, backward, x, weights)`` takes the user's code as two callables,
+``forward(x, weights) -> output`` and ``backward(x, weights, grad_output) -> {"x", "W_query",
+"W_key", "W_value"}`` (``npattn.debug.usercode`` builds them from a function pair or a class),
+and reports for each gradient tensor:
+
+- against central differences of the user's *own* forward, in float64 (eps = 1e-6): is the
+  backward the derivative of the forward it belongs to?
+- against npattn's analytical gradient: is it the derivative of correct attention?
+
+each with the tolerance used (|error| <= atol + rtol * max|gradient|) and the margin
+(allowed / error), so "float noise or a bug?" has an answer; then ``diagnose_backward`` names the
+mistake. User code always receives copies of x and the weights.
+"""
+
+from __future__ import annotations
+
+import itertools
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from npattn import _html
+from npattn.debug.backward import (
+    GRAD_NAMES,
+    BackwardDiagnosis,
+    attention_reference,
+    backward_variant,
+    diagnose_backward,
+)
+from npattn.errors import ConfigError
+from npattn.gradcheck import TensorCheck, _compare
+
+__all__ = ["BackwardCheck", "GradientRow", "check_backward", "describe_exception", "recover_keep"]
+
+Forward = Callable[[np.ndarray, Mapping[str, np.ndarray]], Any]
+Backward = Callable[[np.ndarray, Mapping[str, np.ndarray], np.ndarray], Mapping[str, Any]]
+
+
+def describe_exception(name: str, exc: BaseException) -> str:
+    """``NAME raised TypeError: message (at file:line, in function)``: one line, no traceback."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
+    return f"{name} raised {type(exc).__name__}: {exc}{where}"
+
+
+@dataclass
+class GradientRow:
+    """One gradient tensor: against finite differences (``numerical``) and npattn (``analytical``).
+
+    ``problem`` is set instead when the tensor is missing, of the wrong shape, or not finite.
+    """
+
+    name: str
+    expected_shape: tuple[int, ...]
+    numerical: TensorCheck | None = None
+    analytical: TensorCheck | None = None
+    problem: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return not self.problem and bool(self.numerical and self.numerical.passed)
+
+    @property
+    def correct(self) -> bool:
+        return self.passed and bool(self.analytical and self.analytical.passed)
+
+
+def _margin(c: TensorCheck) -> str:
+    """allowed / error when it passes ("306x"); error / allowed when it fails ("4.1e+05x over")."""
+    if c.margin == float("inf"):
+        return "inf"
+    return f"{c.margin:.3g}x" if c.passed else f"{1 / c.margin:.2g}x over"
+
+
+@dataclass
+class BackwardCheck:
+    """The backward check of ``npattn check``; truthy when every gradient matches finite
+    differences of the user's forward and npattn's gradient."""
+
+    title: str
+    rows: list[GradientRow] = field(default_factory=list)
+    diagnosis: BackwardDiagnosis | None = None
+    error: str = ""
+    eps: float = 1e-6
+    atol: float = 1e-8
+    rtol: float = 1e-6
+
+    @property
+    def consistent(self) -> bool:
+        """The backward is the derivative of the user's own forward."""
+        return not self.error and bool(self.rows) and all(r.passed for r in self.rows)
+
+    @property
+    def passed(self) -> bool:
+        return self.consistent and all(r.correct for r in self.rows)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def _table(self) -> tuple[list[str], list[list[str]]]:
+        """Two rows per tensor: against finite differences of the user's forward, against npattn's."""
+        header = ["gradient", "shape", "against", "max abs err", "max rel err", "allowed", "margin", "result"]
+        rows = []
+        for r in self.rows:
+            shape = "(" + ", ".join(map(str, r.expected_shape)) + ")"
+            if r.problem:
+                rows.append([f"d{r.name}", shape, r.problem, "", "", "", "", "FAIL"])
+                continue
+            for against, c in (("finite differences", r.numerical), ("npattn's gradient", r.analytical)):
+                assert c is not None
+                rows.append(
+                    [
+                        f"d{r.name}" if against[0] == "f" else "",
+                        shape if against[0] == "f" else "",
+                        against,
+                        f"{c.max_abs_error:.3e}",
+                        f"{c.max_rel_error:.3e}",
+                        f"{c.allowed:.2e}",
+                        _margin(c),
+                        "ok" if c.passed else "FAIL",
+                    ]
+                )
+        return header, rows
+
+    def verdict(self) -> str:
+        if self.error:
+            return f"backward: FAILED ({self.error})"
+        if self.passed:
+            return "backward: PASSED (every gradient matches finite differences of your forward and npattn's gradient)"
+        if self.consistent:
+            return (
+                "backward: FAILED: your backward is the derivative of your forward, but the forward is not "
+                "correct attention (fix the forward first)"
+            )
+        bad = [f"d{r.name}" for r in self.rows if not r.passed]
+        verb = "differs" if len(bad) == 1 else "differ"
+        return f"backward: FAILED ({', '.join(bad)} {verb} from finite differences of your own forward)"
+
+    def __str__(self) -> str:
+        lines = [self.title]
+        if self.rows:
+            header, rows = self._table()
+            widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+
+            def fmt(row: list[str]) -> str:
+                cells = [str(c).rjust(w) if 2 < i < 7 else str(c).ljust(w) for i, (c, w) in enumerate(zip(row, widths))]
+                return "  ".join(cells).rstrip()
+
+            lines += [fmt(header), "-" * len(fmt(header)), *(fmt(r) for r in rows)]
+            lines.append(
+                f"(eps={self.eps:g}; a tensor passes when max|error| <= atol + rtol * max|gradient|, "
+                f"atol={self.atol:g}, rtol={self.rtol:g}; margin = allowed / error)"
+            )
+        lines.append(self.verdict())
+        if self.diagnosis is not None:
+            lines += [*self.diagnosis.lines()]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        header, rows = self._table()
+        parts = [_html.table(header, rows, caption=self.title)] if rows else []
+        return _html.wrap(*parts, text="\n".join([self.verdict(), *(self.diagnosis.lines() if self.diagnosis else [])]))
+
+
+def _against(name: str, user: np.ndarray, reference: np.ndarray, atol: float, rtol: float) -> TensorCheck:
+    """A TensorCheck of ``user`` against npattn's gradient (in the ``numerical`` slot)."""
+    error = np.abs(user - reference)
+    allowed = atol + rtol * float(np.max(np.abs(reference), initial=0.0))
+    if error.size == 0:
+        return TensorCheck(name, user.shape, 0.0, 0.0, allowed, (), 0.0, 0.0)
+    worst = np.unravel_index(int(np.argmax(error)), error.shape)
+    rel = np.where(error > 0, error / np.maximum(np.abs(reference), 1e-300), 0.0)
+    return TensorCheck(
+        name,
+        user.shape,
+        float(error[worst]),
+        float(np.max(rel)),
+        allowed,
+        tuple(int(i) for i in worst),
+        float(reference[worst]),
+        float(user[worst]),
+    )
+
+
+def check_backward(
+    forward: Forward,
+    backward: Backward,
+    x: np.ndarray,
+    weights: Mapping[str, np.ndarray],
+    *,
+    name: str = "backward",
+    title: str = "backward",
+    causal: bool = False,
+    num_heads: int | None = None,
+    keep: np.ndarray | None = None,
+    p: float = 0.0,
+    seed: int = 0,
+    eps: float = 1e-6,
+    atol: float = 1e-8,
+    rtol: float = 1e-6,
+) -> BackwardCheck:
+    """Run the user's backward on L = sum(output * G), G random normal (``seed``), in float64.
+
+    Never raises for the user's mistakes: an exception in the user's code, a gradient that is
+    missing, of the wrong shape, or holds NaN/inf is reported in the BackwardCheck.
+    """
+    x64 = np.array(x, dtype=np.float64)
+    W64 = {n: np.array(weights[n], dtype=np.float64) for n in GRAD_NAMES[1:]}
+    settings: dict[str, Any] = {"causal": causal, "num_heads": num_heads, "keep": keep, "p": p}
+    expected_out, _ = attention_reference(x64, W64, **settings)
+    G = np.random.default_rng(seed).standard_normal(expected_out.shape)
+    report = BackwardCheck(title, eps=eps, atol=atol, rtol=rtol)
+
+    def run_forward() -> np.ndarray:
+        return np.asarray(forward(x64.copy(), {n: w.copy() for n, w in W64.items()}), dtype=np.float64)
+
+    try:
+        out = run_forward()
+    except Exception as exc:
+        report.error = describe_exception(f"{name}'s forward", exc)
+        return report
+    if out.shape != expected_out.shape:
+        report.error = (
+            f"the forward's output has shape {out.shape}, expected {expected_out.shape}; backward not checked"
+        )
+        return report
+    try:
+        grads = dict(backward(x64.copy(), {n: w.copy() for n, w in W64.items()}, G.copy()))
+    except ConfigError as exc:  # what the user's backward returned does not fit
+        report.error = str(exc)
+        return report
+    except Exception as exc:
+        report.error = describe_exception(f"{name}'s backward", exc)
+        return report
+    reference = backward_variant(x64, W64, G, **settings)
+
+    def loss() -> float:
+        with np.errstate(all="ignore"):
+            return float(np.sum(run_forward() * G))
+
+    rng = np.random.default_rng(seed + 1)
+    targets = {"x": x64, **W64}
+    for tensor in GRAD_NAMES:
+        row = GradientRow(tensor, reference[tensor].shape)
+        report.rows.append(row)
+        g = grads.get(tensor)
+        if g is None:
+            row.problem = "missing"
+            continue
+        try:
+            arr = np.array(g, dtype=np.float64)
+        except (TypeError, ValueError):
+            row.problem = f"not an array ({type(g).__name__})"
+            continue
+        if arr.shape != row.expected_shape:
+            row.problem = f"shape {arr.shape}"
+            continue
+        if not np.all(np.isfinite(arr)):
+            row.problem = f"NaN/inf in {arr.size - int(np.count_nonzero(np.isfinite(arr)))} of {arr.size}"
+            continue
+        row.numerical = _compare(tensor, targets[tensor], arr, loss, eps, atol, rtol, False, 1, rng)
+        row.analytical = _against(tensor, arr, reference[tensor], atol, rtol)
+    report.diagnosis = diagnose_backward(x64, W64, G, grads, **settings)
+    return report
+
+
+def recover_keep(
+    output: np.ndarray, x: np.ndarray, weights: Mapping[str, np.ndarray], p: float, *, num_heads: int | None = None
+) -> np.ndarray | None:
+    """The causal dropout keep mask (b, [h,] n, n) that makes correct attention give ``output``.
+
+    Each row's kept keys are found by trying every subset of the keys it may see (2^(i+1) for
+    row i): exact, and cheap for the book's six tokens. Keys a row may not see count as kept.
+    None when no mask reproduces the output (the forward is wrong) or n > 12.
+    """
+    _, A = attention_reference(x, weights, causal=True, num_heads=num_heads)
+    values = np.asarray(x, dtype=np.float64) @ np.asarray(weights["W_value"], dtype=np.float64)
+    out = np.asarray(output, dtype=np.float64)
+    if num_heads:
+        b, n, d = values.shape
+        values = values.reshape(b, n, num_heads, d // num_heads).transpose(0, 2, 1, 3)
+        out = out.reshape(b, n, num_heads, d // num_heads).transpose(0, 2, 1, 3)
+    n = A.shape[-1]
+    if n > 12 or out.shape != A.shape[:-1] + values.shape[-1:]:
+        return None
+    keep = np.ones(A.shape, dtype=bool)
+    scale = float(np.max(np.abs(out), initial=0.0))
+    for lead in np.ndindex(*A.shape[:-2]):
+        for i in range(n):
+            subsets = np.array(list(itertools.product((False, True), repeat=i + 1)), dtype=bool)
+            predicted = (subsets * A[lead][i, : i + 1] / (1 - p)) @ values[lead][: i + 1]
+            error = np.max(np.abs(predicted - out[lead][i]), axis=-1)
+            best = int(np.argmin(error))
+            if not error[best] <= 1e-8 + 1e-6 * scale:
+                return None
+            keep[lead][i, : i + 1] = subsets[best]
+    return keep

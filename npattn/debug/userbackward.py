@@ -1,0 +1,201 @@
+"""A user's hand-written backward as the two callables ``check_backward`` takes.
+
+Two shapes of user code:
+
+- a function pair ``NAME_forward(x, W_query, W_key, W_value) -> (out, cache)`` and
+  ``NAME_backward(d_out, cache) -> (dx, dW_query, dW_key, dW_value)``;
+- an object (built from the user's class) with W_query, W_key, W_value, ``forward(x)`` (or
+  ``__call__``) and ``backward(d_out)`` returning ``(dx, dW_query, dW_key, dW_value)``, or
+  returning dx and leaving the weight gradients in ``.grad`` of npattn Parameters (or of a
+  Linear's weight) or in attributes ``dW_query``/``dW_key``/``dW_value``.
+
+Every call gets copies of x and the weights in float64, and runs with ``np.random`` seeded (the
+check puts the global state back afterwards), so a dropout mask drawn from ``np.random`` is the same in
+every forward: finite differences need a repeatable forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from npattn.debug.backcheck import BackwardCheck, check_backward, describe_exception, recover_keep
+from npattn.debug.backward import GRAD_NAMES
+from npattn.errors import ConfigError
+
+__all__ = [
+    "DROPOUT_P",
+    "SEED",
+    "dropout_check",
+    "grads_of",
+    "kept_random_state",
+    "load_float64",
+    "object_callables",
+    "pair_callables",
+    "seeded",
+]
+
+SEED = 1234
+DROPOUT_P = 0.2  # not 0.5, where 1/p and 1/(1 - p) coincide
+WEIGHTS = GRAD_NAMES[1:]
+
+
+def seeded(fn: Callable[..., Any], seed: int = SEED) -> Callable[..., Any]:
+    """``fn`` run with ``np.random.seed(seed)`` first (wrap the whole check in ``kept_random_state``)."""
+
+    def run(*args: Any) -> Any:
+        np.random.seed(seed)
+        return fn(*args)
+
+    return run
+
+
+@contextmanager
+def kept_random_state() -> Iterator[None]:
+    """Put NumPy's global random state back as it was, whatever the user's code and ``seeded`` did."""
+    state = np.random.get_state()
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
+
+
+def _array(value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):  # a torch tensor
+        value = value.detach().cpu().numpy()
+    return np.asarray(value, dtype=np.float64)
+
+
+def pair_callables(
+    forward: Callable[..., Any], backward: Callable[..., Any], name: str
+) -> tuple[Callable[..., np.ndarray], Callable[..., dict[str, Any]]]:
+    """(forward(x, W) -> out, backward(x, W, G) -> grads) from NAME_forward and NAME_backward.
+
+    Raises (inside the callables, reported by check_backward):
+        ConfigError: NAME_forward does not return (out, cache); NAME_backward does not return four arrays.
+    """
+
+    def run_forward(x: np.ndarray, W: Mapping[str, np.ndarray]) -> tuple[np.ndarray, Any]:
+        result = forward(x, *(W[n] for n in WEIGHTS))
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise ConfigError(f"{name}_forward must return (out, cache), got {type(result).__name__}")
+        return _array(result[0]), result[1]
+
+    def run_backward(x: np.ndarray, W: Mapping[str, np.ndarray], G: np.ndarray) -> dict[str, Any]:
+        _, cache = run_forward(x, W)
+        result = backward(G, cache)
+        if not (isinstance(result, (tuple, list)) and len(result) == 4):
+            got = f"{len(result)} values" if isinstance(result, (tuple, list)) else type(result).__name__
+            raise ConfigError(f"{name}_backward must return (dx, dW_query, dW_key, dW_value), got {got}")
+        return dict(zip(GRAD_NAMES, result))
+
+    return (lambda x, W: run_forward(x, W)[0]), run_backward
+
+
+def load_float64(obj: Any, W: Mapping[str, np.ndarray]) -> None:
+    """Put float64 copies of the (d_in, d_out) weights into the object's W_query, W_key, W_value
+    (plain arrays, npattn Parameters, or Linear layers with (d_out, d_in) weights)."""
+    for n in WEIGHTS:
+        holder = getattr(obj, n)
+        if hasattr(holder, "weight") and not isinstance(holder, np.ndarray):  # a Linear
+            holder.weight.data = np.array(W[n].T, dtype=np.float64)
+        elif hasattr(holder, "data") and hasattr(holder, "grad") and not isinstance(holder, np.ndarray):
+            holder.data = np.array(W[n], dtype=np.float64)
+        else:
+            setattr(obj, n, np.array(W[n], dtype=np.float64))
+
+
+def _grad_holder(obj: Any, n: str) -> Any:
+    holder = getattr(obj, n)
+    if hasattr(holder, "weight") and not isinstance(holder, np.ndarray):
+        return holder.weight
+    return holder if hasattr(holder, "grad") and not isinstance(holder, np.ndarray) else None
+
+
+def _clear_grads(obj: Any) -> None:
+    """Zero Parameter grads and forget dW_* attributes, so nothing stale is read after backward."""
+    for n in WEIGHTS:
+        holder = _grad_holder(obj, n)
+        if holder is not None and getattr(holder, "grad", None) is not None:
+            holder.grad = np.zeros_like(np.asarray(holder.data))
+        if hasattr(obj, f"d{n}"):
+            setattr(obj, f"d{n}", None)
+
+
+def grads_of(obj: Any, result: Any, name: str) -> dict[str, Any]:
+    """The four gradients after ``obj.backward``: its returned tuple, or dx plus .grad / dW_* attributes.
+
+    Raises:
+        ConfigError: a tuple that is not four values.
+    """
+    if isinstance(result, (tuple, list)):
+        if len(result) != 4:
+            raise ConfigError(
+                f"{name}.backward must return (dx, dW_query, dW_key, dW_value) or dx, got {len(result)} values"
+            )
+        return dict(zip(GRAD_NAMES, result))
+    grads: dict[str, Any] = {"x": result}
+    for n in WEIGHTS:
+        holder = _grad_holder(obj, n)
+        if getattr(obj, f"d{n}", None) is not None:
+            grads[n] = getattr(obj, f"d{n}")
+        elif holder is not None and getattr(holder, "grad", None) is not None:
+            grad = _array(holder.grad)
+            grads[n] = grad.T if holder is not getattr(obj, n) else grad  # a Linear's weight is (d_out, d_in)
+        else:
+            grads[n] = None
+    return grads
+
+
+def object_callables(obj: Any, name: str) -> tuple[Callable[..., np.ndarray], Callable[..., dict[str, Any]]]:
+    """(forward(x, W) -> out, backward(x, W, G) -> grads) from an object with forward and backward."""
+    call = obj if callable(obj) else obj.forward
+
+    def run_forward(x: np.ndarray, W: Mapping[str, np.ndarray]) -> np.ndarray:
+        load_float64(obj, W)
+        return _array(call(x))
+
+    def run_backward(x: np.ndarray, W: Mapping[str, np.ndarray], G: np.ndarray) -> dict[str, Any]:
+        run_forward(x, W)
+        _clear_grads(obj)
+        return grads_of(obj, obj.backward(G), name)
+
+    return run_forward, run_backward
+
+
+def dropout_check(
+    obj: Any, name: str, x: np.ndarray, weights: Mapping[str, np.ndarray], *, num_heads: int | None = None
+) -> tuple[BackwardCheck | None, str]:
+    """The backward of a causal class built with dropout=DROPOUT_P: (the check, "") or (None, why not).
+
+    The keep mask is recovered from the output (``recover_keep``); a forward that gives a
+    different output on each call (its dropout does not draw from np.random) is not checked, and
+    an output that no keep mask explains fails.
+    """
+    title = f"5. backward with dropout={DROPOUT_P} (the keep mask read back from your output; np.random seeded)"
+    forward, backward = (seeded(f) for f in object_callables(obj, name))
+    x64 = np.array(x, dtype=np.float64)
+    W64 = {n: np.array(weights[n], dtype=np.float64) for n in WEIGHTS}
+    try:
+        first, second = forward(x64.copy(), W64), forward(x64.copy(), W64)
+    except Exception as exc:
+        return BackwardCheck(title, error=describe_exception(f"{name}'s forward with dropout", exc)), ""
+    if first.shape != second.shape or not np.array_equal(first, second, equal_nan=True):
+        return None, (
+            f"5. dropout: not checked: with dropout={DROPOUT_P} your forward gives a different output on every call "
+            "even with np.random seeded before each (draw the keep mask from np.random to have it checked)"
+        )
+    keep = recover_keep(first, x64, W64, DROPOUT_P, num_heads=num_heads)
+    if keep is None:
+        error = (
+            f"with dropout={DROPOUT_P} your output is not correct attention for any keep mask: the forward's dropout "
+            "is wrong (keep each attention weight with probability 1 - p and scale the kept ones by 1/(1 - p))"
+        )
+        return BackwardCheck(title, error=error), ""
+    if keep.all():
+        return None, f"5. dropout: not checked: with dropout={DROPOUT_P} no attention weight was dropped"
+    settings: dict[str, Any] = {"causal": True, "num_heads": num_heads, "keep": keep, "p": DROPOUT_P}
+    return check_backward(forward, backward, x64, W64, name=name, title=title, **settings), ""

@@ -1,0 +1,275 @@
+"""Stateless forward/backward pairs for the rest of the book's GPT (chapter 4), side by side.
+
+Like the attention stages, every ``*_forward`` returns ``(output, cache)`` and the matching
+``*_backward(d_output, cache)`` returns the gradients with respect to the forward's array inputs
+that have one, in the same order (integer token ids have none). Notation: b batch, n tokens,
+d = emb_dim, V = vocab_size; leading axes (...) pass through.
+
+    layer_norm   out = scale * (x - mean) / sqrt(var + eps) + shift     over the last axis (d)
+    gelu         out = 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+    embedding    out = weight[idx]                                    (backward: scatter-add)
+    add          out = x + y               the shortcut; y may broadcast over x's leading axes
+    token_cross_entropy   loss = mean over tokens of -log softmax(logits)[target]
+
+The linear layers of the feed-forward block and the output head are stage 1 (project) and the
+bias stage of the attention pairs; dropout is stage 4. Shapes are checked as in the attention
+pairs (a few tuple comparisons per call), dtypes are not: the modules check them at their entry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from npattn.errors import BackwardError, ConfigError, DTypeError, ShapeError
+
+__all__ = [
+    "GELU_SQRT_2_OVER_PI",
+    "add_backward",
+    "add_forward",
+    "embedding_backward",
+    "embedding_forward",
+    "gelu_backward",
+    "gelu_forward",
+    "layer_norm_backward",
+    "layer_norm_forward",
+    "token_cross_entropy_backward",
+    "token_cross_entropy_forward",
+]
+
+GELU_SQRT_2_OVER_PI = 0.7978845238685608
+"""sqrt(2/pi) as the book's GELU computes it: ``torch.sqrt(torch.tensor(2.0 / torch.pi))``, the
+float32 square root of float32(2/pi) (= ``np.sqrt(np.float32(2 / np.pi))``), used unchanged in a
+float64 model too (a 0-d float32 tensor does not promote a float64 one). The float32 nearest to
+the true sqrt(2/pi) is one step higher, 0.7978845834732056."""
+
+GELU_CUBIC = 0.044715
+"""The cubic coefficient of the tanh approximation."""
+
+
+def _check_grad(stage: str, d_out: np.ndarray, shape: tuple[int, ...]) -> None:
+    """The upstream gradient must have exactly the forward output's shape (no silent broadcasting)."""
+    if np.shape(d_out) != shape:
+        raise ShapeError(f"{stage}: expected a gradient of shape {shape} (the forward output's), got {np.shape(d_out)}")
+
+
+def _check_ids(stage: str, name: str, ids: Any, size: int) -> np.ndarray:
+    """Integer ids in [0, size) as an ndarray. Raises DTypeError (not integers), ConfigError (out of range)."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        raise DTypeError(f"{stage}: {name} must be an integer array (token ids), got dtype {ids.dtype}")
+    if ids.size and (ids.min() < 0 or ids.max() >= size):
+        raise ConfigError(f"{stage}: {name} must lie in [0, {size}), got values from {ids.min()} to {ids.max()}")
+    return ids
+
+
+def _sum_to(d: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum ``d`` over the leading axes that broadcasting added to an operand of ``shape``."""
+    extra = d.ndim - len(shape)
+    return d.sum(axis=tuple(range(extra))) if extra else d
+
+
+# ----------------------------------------------------------------------------------------------
+# Layer norm over the last axis. x (..., d), scale (d,), shift (d,) -> out (..., d).
+# Biased variance (divide by d), eps inside the square root, as the book's LayerNorm.
+
+
+def layer_norm_forward(
+    x: np.ndarray, scale: np.ndarray, shift: np.ndarray, eps: float = 1e-5
+) -> tuple[np.ndarray, tuple]:
+    """out = scale * norm_x + shift, norm_x = (x - mean) / sqrt(var + eps); mean and var over the last axis."""
+    if x.ndim < 1 or scale.shape != x.shape[-1:] or shift.shape != x.shape[-1:]:
+        raise ShapeError(
+            f"layer_norm_forward: x (..., d) needs scale (d,) and shift (d,); "
+            f"got x {x.shape}, scale {scale.shape}, shift {shift.shape}"
+        )
+    mean = x.mean(axis=-1, keepdims=True)
+    norm_x = x - mean  # centred; divided by std in place below
+    var = (norm_x * norm_x).mean(axis=-1, keepdims=True)
+    std = np.sqrt(var + x.dtype.type(eps))
+    norm_x /= std
+    out = scale * norm_x
+    out += shift
+    return out, (norm_x, std, scale)
+
+
+def layer_norm_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Returns (dx (..., d), dscale (d,), dshift (d,)); dscale and dshift sum over every leading axis.
+
+    dx = (g - mean(g) - norm_x * mean(g * norm_x)) / std with g = d_out * scale, means over the last axis.
+    """
+    # forward: out = scale * norm_x + shift,  norm_x = (x - mean) / sqrt(var + eps)
+    norm_x, std, scale = cache
+    _check_grad("layer_norm_backward", d_out, norm_x.shape)
+    d = norm_x.shape[-1]
+    dshift = d_out.reshape(-1, d).sum(axis=0)
+    dscale = (d_out * norm_x).reshape(-1, d).sum(axis=0)
+    g = d_out * scale
+    g_mean = g.mean(axis=-1, keepdims=True)
+    gn_mean = np.einsum("...j,...j->...", g, norm_x)[..., None] / d
+    dx = g - g_mean
+    dx -= norm_x * gn_mean
+    dx /= std
+    return dx, dscale, dshift
+
+
+# ----------------------------------------------------------------------------------------------
+# GELU, tanh approximation, elementwise. x (...) -> out (...).
+
+
+def gelu_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """out = 0.5 * x * (1 + tanh(c * (x + 0.044715 * x^3))), c = GELU_SQRT_2_OVER_PI."""
+    c, a = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(GELU_CUBIC)
+    # The book's operations in its order, in place: t = tanh(c * (x + a * (x * x * x))), as
+    # torch.pow(x, 3) multiplies x * x * x; 0.5 * x * (1 + t) equals ((1 + t) * x) * 0.5 exactly.
+    t = x * x
+    t *= x
+    t *= a
+    t += x
+    t *= c
+    np.tanh(t, out=t)
+    out = t + 1
+    out *= x
+    out *= x.dtype.type(0.5)
+    return out, (x, t)
+
+
+def gelu_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
+    """Returns (dx,) = d_out * (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 * 0.044715 x^2)), t the forward's tanh."""
+    # forward: out = 0.5 * x * (1 + t),  t = tanh(c * (x + 0.044715 * x^3))
+    x, t = cache
+    _check_grad("gelu_backward", d_out, x.shape)
+    c, a3 = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(3 * GELU_CUBIC)
+    du_dx = x * x  # du/dx = c (1 + 3 a x^2)
+    du_dx *= a3
+    du_dx += 1
+    du_dx *= c
+    dx = t * t  # dt/dx = (1 - t^2) du/dx
+    np.subtract(1, dx, out=dx)
+    dx *= du_dx
+    dx *= x  # x dt/dx + 1 + t, then times 0.5 and the upstream gradient
+    dx += t
+    dx += 1
+    dx *= x.dtype.type(0.5)
+    dx *= d_out
+    return (dx,)
+
+
+# ----------------------------------------------------------------------------------------------
+# Embedding lookup. weight (num_embeddings, d), idx (...) integers -> out (..., d).
+
+
+def embedding_forward(weight: np.ndarray, idx: Any) -> tuple[np.ndarray, tuple]:
+    """out = weight[idx]: row idx[...] of the table for every id (``F.embedding(idx, weight)``).
+
+    Raises:
+        ShapeError: weight not 2-D. DTypeError: idx not integers. ConfigError: an id outside [0, num_embeddings).
+    """
+    if weight.ndim != 2:
+        raise ShapeError(f"embedding_forward: weight must be (num_embeddings, embedding_dim), got shape {weight.shape}")
+    idx = _check_ids("embedding_forward", "idx", idx, weight.shape[0])
+    return weight[idx], (idx, weight.shape)
+
+
+def embedding_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
+    """Returns (dweight (num_embeddings, d),): row v sums d_out over every position whose id is v.
+
+    idx has no gradient. An id used k times receives the sum of its k upstream rows (scatter-add).
+    """
+    # forward: out = weight[idx]
+    idx, shape = cache
+    _check_grad("embedding_backward", d_out, idx.shape + shape[1:])
+    dweight = np.zeros(shape, dtype=d_out.dtype)
+    np.add.at(dweight, idx.reshape(-1), d_out.reshape(-1, shape[1]))
+    return (dweight,)
+
+
+# ----------------------------------------------------------------------------------------------
+# Add: the shortcut connection x + shortcut, and tok_embeds + pos_embeds.
+# x (..., n, d), y (n, d) or x's shape -> out (..., n, d).
+
+
+def add_forward(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, tuple]:
+    """out = x + y; y has x's shape or x's shape without some leading axes (broadcast over them)."""
+    if y.ndim > x.ndim or x.shape[x.ndim - y.ndim :] != y.shape:
+        raise ShapeError(
+            f"add_forward: y must have x's shape or its trailing part (broadcast over x's leading axes); "
+            f"got x {x.shape}, y {y.shape}"
+        )
+    return x + y, (x.shape, y.shape)
+
+
+def add_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Returns (dx, dy): both receive d_out; dy sums it over the axes y was broadcast along."""
+    # forward: out = x + y
+    x_shape, y_shape = cache
+    _check_grad("add_backward", d_out, x_shape)
+    return d_out, _sum_to(d_out, y_shape)
+
+
+# ----------------------------------------------------------------------------------------------
+# Cross-entropy over the vocabulary, fused with log-softmax. logits (..., V), targets (...)
+# integers -> loss (). The book's ``cross_entropy(logits.flatten(0, 1), targets.flatten())``:
+# the mean over every token whose target is not ``ignore_index`` (PyTorch's default -100).
+
+
+def token_cross_entropy_forward(logits: np.ndarray, targets: Any, ignore_index: int = -100) -> tuple[np.ndarray, tuple]:
+    """loss = mean over counted tokens of logsumexp(logits) - logits[target] (a 0-d array).
+
+    All targets ignored: the loss is NaN (0 / 0), as in PyTorch.
+
+    Raises:
+        ShapeError: targets not of logits' shape without the last (vocabulary) axis.
+        DTypeError: targets not integers. ConfigError: a target outside [0, V) other than ignore_index.
+    """
+    if logits.ndim < 1 or np.shape(targets) != logits.shape[:-1]:
+        raise ShapeError(
+            f"token_cross_entropy_forward: targets must have the logits' shape without the vocabulary axis, "
+            f"{logits.shape[:-1]}; got logits {logits.shape}, targets {np.shape(targets)}"
+        )
+    V = logits.shape[-1]
+    targets = np.asarray(targets).reshape(-1)
+    counted = targets != ignore_index
+    _check_ids("token_cross_entropy_forward", "targets", targets[counted], V)
+    safe = np.where(counted, targets, 0)
+    rows = np.arange(targets.size)
+    z = logits.reshape(-1, V)
+    shifted = z - z.max(axis=-1, keepdims=True)
+    target_logit = shifted[rows, safe]
+    exp = np.exp(shifted, out=shifted)  # the shifted logits are no longer needed
+    sum_exp = exp.sum(axis=-1)
+    nll = np.log(sum_exp) - target_logit  # -log softmax(z)[target]
+    count = int(np.count_nonzero(counted))
+    with np.errstate(invalid="ignore"):
+        loss = np.sum(nll, where=counted) / logits.dtype.type(count)
+    # softmax = exp / sum_exp: the backward divides, in the one pass it makes anyway, and turns
+    # this (..., V) buffer into the gradient in place (``spent`` records that it did).
+    spent = [False]
+    return np.asarray(loss, dtype=logits.dtype), (exp, sum_exp, safe, counted, count, logits.shape, spent)
+
+
+def token_cross_entropy_backward(d_loss: Any, cache: tuple) -> tuple[np.ndarray]:
+    """Returns (dlogits (..., V),) = (softmax(logits) - one_hot(target)) * d_loss / count, 0 for ignored tokens.
+
+    The gradient is written over the forward's (..., V) buffer (no second vocabulary-sized array),
+    so each forward allows one backward, as a PyTorch graph frees its buffers after backward.
+
+    Raises:
+        ShapeError: d_loss not a scalar. BackwardError: a second backward for the same forward.
+    """
+    # forward: loss = sum over counted tokens of (logsumexp(logits) - logits[target]) / count
+    exp, sum_exp, safe, counted, count, shape, spent = cache
+    if np.shape(d_loss) != ():
+        raise ShapeError(f"token_cross_entropy_backward: expected a scalar d_loss, got shape {np.shape(d_loss)}")
+    if spent[0]:
+        raise BackwardError(
+            "token_cross_entropy_backward: this forward's buffers were already used by a backward "
+            "(the gradient is written over them); run token_cross_entropy_forward again"
+        )
+    spent[0] = True
+    dtype = exp.dtype
+    weight = (counted * (np.asarray(d_loss, dtype=dtype) / dtype.type(max(count, 1)))).astype(dtype)
+    dlogits = np.multiply(exp, (weight / sum_exp)[:, None], out=exp)  # softmax(logits) * weight
+    dlogits[np.arange(safe.size), safe] -= weight
+    return (dlogits.reshape(shape),)

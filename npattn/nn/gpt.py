@@ -1,0 +1,240 @@
+"""The book's GPT (chapter 4): TransformerBlock, GPTModel and generate_text_simple.
+
+Configured by the book's dict (``GPT_CONFIG_124M``), with the book's attribute names, so the
+state_dict keys are the book's (``tok_emb.weight``, ``trf_blocks.0.att.W_query.weight``,
+``trf_blocks.0.ff.layers.0.bias``, ``final_norm.scale``, ``out_head.weight``, ...). The attention
+is chapter 3's ``MultiHeadAttention``; everything else is ``npattn.nn.transformer``'s layers and
+the stage pairs of ``npattn.nn.functional``. ``GPTModel.backward(dlogits)`` runs every stage's
+backward in reverse and fills every parameter's ``.grad``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from npattn._checks import (
+    as_array,
+    check_bool,
+    check_grad_output,
+    check_nonnegative_int,
+    check_positive_int,
+    check_probability,
+)
+from npattn.errors import ConfigError, DTypeError, ShapeError
+from npattn.nn import functional as F
+from npattn.nn.attention import MultiHeadAttention
+from npattn.nn.layers import Dropout, Linear
+from npattn.nn.module import Module
+from npattn.nn.sequential import Sequential
+from npattn.nn.transformer import Embedding, FeedForward, LayerNorm, check_config
+from npattn.random import RNGLike, resolve_rng
+
+__all__ = ["GPT_CONFIG_124M", "GPTModel", "TransformerBlock", "generate_text_simple"]
+
+GPT_CONFIG_124M = {
+    "vocab_size": 50257,  # GPT-2's BPE vocabulary
+    "context_length": 1024,
+    "emb_dim": 768,
+    "n_heads": 12,
+    "n_layers": 12,
+    "drop_rate": 0.1,
+    "qkv_bias": False,
+}
+"""The book's configuration of the smallest GPT-2 (163,009,536 parameters without weight tying)."""
+
+
+def _checked(cfg: Any) -> dict[str, Any]:
+    """The book's config, every value checked. Raises ConfigError naming the bad key."""
+    cfg = check_config(cfg)
+    for key in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
+        check_positive_int(cfg[key], f"cfg[{key!r}]")
+    check_probability(cfg["drop_rate"], "cfg['drop_rate']")
+    check_bool(cfg["qkv_bias"], "cfg['qkv_bias']")
+    if cfg["emb_dim"] % cfg["n_heads"]:
+        raise ConfigError(
+            f"cfg['emb_dim'] must be divisible by cfg['n_heads'], got emb_dim={cfg['emb_dim']} and "
+            f"n_heads={cfg['n_heads']}"
+        )
+    return cfg
+
+
+class TransformerBlock(Module):
+    """The book's ``TransformerBlock(cfg)`` (listing 4.6): pre-norm attention and feed-forward,
+    each followed by dropout (``drop_resid``) and added back to its input (the shortcut):
+
+        x = x + drop_resid(att(norm1(x)))
+        x = x + drop_resid(ff(norm2(x)))
+
+    Drawn in the book's order: ``att`` (W_query, W_key, W_value, out_proj), then ``ff``.
+    ``drop_resid`` is used twice per forward, as in the book; each use draws its own keep mask
+    (or uses ``drop_resid.fixed_keep`` for both).
+
+    forward: x (b, n, emb_dim), n <= context_length -> (b, n, emb_dim).
+
+    Raises:
+        ConfigError: a cfg key missing or out of range; a bad rng or impl.
+        ShapeError, DTypeError: an input of the wrong shape or kind. BackwardError: backward first.
+    """
+
+    def __init__(
+        self, cfg: dict[str, Any], *, rng: RNGLike = None, dtype: Any = np.float32, impl: str = "auto"
+    ) -> None:
+        super().__init__()
+        cfg = _checked(cfg)
+        generator = resolve_rng(rng)
+        self.att = MultiHeadAttention(
+            d_in=cfg["emb_dim"],
+            d_out=cfg["emb_dim"],
+            context_length=cfg["context_length"],
+            num_heads=cfg["n_heads"],
+            dropout=cfg["drop_rate"],
+            qkv_bias=cfg["qkv_bias"],
+            rng=generator,
+            dtype=dtype,
+            impl=impl,
+        )
+        self.ff = FeedForward(cfg, rng=generator, dtype=dtype)
+        self.norm1 = LayerNorm(cfg["emb_dim"], dtype=dtype)
+        self.norm2 = LayerNorm(cfg["emb_dim"], dtype=dtype)
+        self.drop_resid = Dropout(cfg["drop_rate"], rng=generator)
+
+    def _drop(self, x: np.ndarray) -> tuple[np.ndarray, tuple | None]:
+        """drop_resid(x) as a stage (the module is used twice, so the block keeps both caches)."""
+        keep = self.drop_resid.keep_mask(x.shape)
+        if keep is None:
+            return x, None
+        return F.dropout_forward(x, keep, self.drop_resid.p)
+
+    def forward(self, x: Any) -> np.ndarray:
+        """x (b, n, emb_dim) -> (b, n, emb_dim)."""
+        x = as_array(x, "x").astype(self.norm1.scale.dtype, copy=False)
+        if x.ndim != 3 or x.shape[-1] != self.norm1.emb_dim:
+            raise ShapeError(f"x: expected shape (batch, n, emb_dim={self.norm1.emb_dim}), got shape {x.shape}")
+        # Shortcut connection for the attention block.
+        h = self.att(self.norm1(x))
+        h, c_drop1 = self._drop(h)
+        x, c_add1 = F.add_forward(h, x)
+        # Shortcut connection for the feed-forward block.
+        h = self.ff(self.norm2(x))
+        h, c_drop2 = self._drop(h)
+        x, c_add2 = F.add_forward(h, x)
+        self._cache = (c_drop1, c_add1, c_drop2, c_add2, x.shape)
+        return x
+
+    def backward(self, grad_output: Any) -> np.ndarray:
+        """grad_output (b, n, emb_dim) -> dx; accumulates into every parameter of the block."""
+        c_drop1, c_add1, c_drop2, c_add2, shape = self._saved()
+        d_x = check_grad_output(grad_output, shape, self.norm1.scale.dtype)
+        # forward: x = h + shortcut, h = drop_resid(ff(norm2(shortcut)))
+        d_h, d_shortcut = F.add_backward(d_x, c_add2)
+        if c_drop2 is not None:
+            (d_h,) = F.dropout_backward(d_h, c_drop2)
+        d_x = self.norm2.backward(self.ff.backward(d_h)) + d_shortcut
+        # forward: x = h + shortcut, h = drop_resid(att(norm1(shortcut)))
+        d_h, d_shortcut = F.add_backward(d_x, c_add1)
+        if c_drop1 is not None:
+            (d_h,) = F.dropout_backward(d_h, c_drop1)
+        return self.norm1.backward(self.att.backward(d_h)) + d_shortcut
+
+
+class GPTModel(Module):
+    """The book's ``GPTModel(cfg)`` (listing 4.7): token and position embeddings, dropout,
+    ``n_layers`` TransformerBlocks, a final LayerNorm and a bias-free output head to ``vocab_size``
+    logits.
+
+    ``cfg`` is the book's dict (``vocab_size``, ``context_length``, ``emb_dim``, ``n_heads``,
+    ``n_layers``, ``drop_rate``, ``qkv_bias``); ``rng``, ``dtype`` and ``impl`` (how attention's
+    stages 2-5 run) are keyword-only. Parameters are drawn in PyTorch's construction order
+    (tok_emb, pos_emb, each block, out_head) from one generator: an int seed is torch's seed.
+
+    forward: in_idx (b, n) integer token ids, n <= context_length -> logits (b, n, vocab_size).
+    backward(dlogits) -> None: fills every parameter's ``.grad`` (the ids have no gradient).
+
+    Raises:
+        ConfigError: a cfg key missing or out of range; a bad rng or impl; a token id outside
+            [0, vocab_size) (forward).
+        ShapeError: in_idx not (b, n), or n > context_length. DTypeError: ids that are not integers.
+        BackwardError: backward before forward.
+    """
+
+    def __init__(
+        self, cfg: dict[str, Any], *, rng: RNGLike = None, dtype: Any = np.float32, impl: str = "auto"
+    ) -> None:
+        super().__init__()
+        cfg = _checked(cfg)
+        self.cfg = cfg
+        generator = resolve_rng(rng)
+        self.tok_emb = Embedding(cfg["vocab_size"], cfg["emb_dim"], rng=generator, dtype=dtype)
+        self.pos_emb = Embedding(cfg["context_length"], cfg["emb_dim"], rng=generator, dtype=dtype)
+        self.drop_emb = Dropout(cfg["drop_rate"], rng=generator)
+        self.trf_blocks = Sequential(
+            *[TransformerBlock(cfg, rng=generator, dtype=dtype, impl=impl) for _ in range(cfg["n_layers"])]
+        )
+        self.final_norm = LayerNorm(cfg["emb_dim"], dtype=dtype)
+        self.out_head = Linear(cfg["emb_dim"], cfg["vocab_size"], bias=False, rng=generator, dtype=dtype)
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.cfg.items())
+
+    def forward(self, in_idx: Any) -> np.ndarray:
+        """in_idx (b, n) -> logits (b, n, vocab_size)."""
+        in_idx = np.asarray(in_idx)
+        if in_idx.ndim != 2:
+            raise ShapeError(f"in_idx: expected token ids of shape (batch, n), got shape {in_idx.shape}")
+        if in_idx.dtype.kind not in "iu":
+            raise DTypeError(f"in_idx: expected integer token ids, got dtype {in_idx.dtype}")
+        n = in_idx.shape[1]
+        if n > self.cfg["context_length"]:
+            raise ShapeError(
+                f"in_idx: sequence length n={n} exceeds context_length={self.cfg['context_length']}; "
+                f"crop the input (the book's generate_text_simple keeps the last context_size tokens)"
+            )
+        tok_embeds = self.tok_emb(in_idx)
+        pos_embeds = self.pos_emb(np.arange(n))
+        x, c_add = F.add_forward(tok_embeds, pos_embeds)  # (b, n, emb_dim)
+        x = self.drop_emb(x)
+        x = self.trf_blocks(x)
+        x = self.final_norm(x)
+        logits = self.out_head(x)
+        self._cache = (c_add,)
+        return logits
+
+    def backward(self, grad_output: Any) -> None:
+        """dlogits (b, n, vocab_size) -> None; accumulates into every parameter's ``.grad``."""
+        (c_add,) = self._saved()
+        d_x = self.out_head.backward(grad_output)
+        d_x = self.final_norm.backward(d_x)
+        d_x = self.trf_blocks.backward(d_x)
+        d_x = self.drop_emb.backward(d_x)
+        # forward: x = tok_embeds + pos_embeds, pos_embeds broadcast over the batch
+        d_tok, d_pos = F.add_backward(d_x, c_add)
+        self.tok_emb.backward(d_tok)
+        self.pos_emb.backward(d_pos)
+
+
+def generate_text_simple(model: Module, idx: Any, max_new_tokens: int, context_size: int) -> np.ndarray:
+    """The book's greedy decoding (listing 4.8): append the argmax of the last position's logits,
+    ``max_new_tokens`` times, feeding the model at most the last ``context_size`` tokens.
+
+    idx (b, n) integer ids -> (b, n + max_new_tokens) int64. Call ``model.eval()`` first, as the book
+    does, unless dropout is wanted.
+
+    Raises:
+        ConfigError: max_new_tokens not an integer >= 0, context_size not a positive integer.
+        ShapeError: idx not 2-D. DTypeError: idx not integers.
+    """
+    max_new_tokens = check_nonnegative_int(max_new_tokens, "max_new_tokens")
+    context_size = check_positive_int(context_size, "context_size")
+    idx = np.asarray(idx)
+    if idx.ndim != 2:
+        raise ShapeError(f"idx: expected token ids of shape (batch, n), got shape {idx.shape}")
+    if idx.dtype.kind not in "iu":
+        raise DTypeError(f"idx: expected integer token ids, got dtype {idx.dtype}")
+    idx = idx.astype(np.int64)
+    for _ in range(max_new_tokens):
+        logits = model(idx[:, -context_size:])
+        idx_next = np.argmax(logits[:, -1, :], axis=-1)[:, None]  # (b, 1)
+        idx = np.concatenate([idx, idx_next], axis=1)
+    return idx

@@ -1,0 +1,165 @@
+"""The checks behind every way an optimizer setting or buffer enters (``npattn.optim``).
+
+The constructor, a per-group dict, ``add_param_group``, ``load_state_dict`` and ``step()`` all call
+these, so a learning rate, a pair of betas or a flag is refused with the same message wherever it
+comes from (``parameter group 1: Invalid learning rate: -1 (must be >= 0)``). The common cases
+(a float in range, a ``.grad`` of the parameter's shape and dtype) are recognised first without
+the slower general checks, because ``step()`` runs them on every update.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from npattn._checks import as_array, check_bool
+from npattn.errors import ConfigError, ShapeError, StateDictError
+from npattn.nn.module import Parameter
+
+__all__ = [
+    "adam_settings",
+    "as_list",
+    "check_adam_buffers",
+    "check_buffer_shapes",
+    "check_buffer_values",
+    "check_grad",
+    "name_of",
+    "sgd_settings",
+]
+
+
+def _nonnegative(value: Any, name: str) -> float:
+    if type(value) is float and 0.0 <= value < math.inf:  # the common case, without the ABC checks below
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ConfigError(f"Invalid {name}: expected a finite number >= 0, got {value!r}")
+    if value < 0:
+        raise ConfigError(f"Invalid {name}: {value} (must be >= 0)")
+    return float(value)
+
+
+def _betas(betas: Any) -> tuple[float, float]:
+    if type(betas) is tuple and len(betas) == 2 and all(type(b) is float and 0.0 <= b < 1.0 for b in betas):
+        return betas
+    try:
+        beta1, beta2 = betas
+    except (TypeError, ValueError):
+        raise ConfigError(f"Invalid betas: expected a pair (beta1, beta2), got {betas!r}") from None
+    for i, beta in enumerate((beta1, beta2)):
+        if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not 0.0 <= float(beta) < 1.0:
+            raise ConfigError(f"Invalid beta parameter at index {i}: {beta!r} (must lie in [0, 1))")
+    return float(beta1), float(beta2)
+
+
+def sgd_settings(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """SGD's settings, checked and normalised; ``where`` (``"parameter group 1: "``) prefixes errors."""
+    try:
+        checked = {
+            "lr": _nonnegative(settings["lr"], "learning rate"),
+            "momentum": _nonnegative(settings["momentum"], "momentum value"),
+            "dampening": _nonnegative(settings["dampening"], "dampening value"),
+            "weight_decay": _nonnegative(settings["weight_decay"], "weight_decay value"),
+            "nesterov": check_bool(settings["nesterov"], "nesterov"),
+            "maximize": check_bool(settings["maximize"], "maximize"),
+        }
+        if checked["nesterov"] and (checked["momentum"] <= 0 or checked["dampening"] != 0):
+            raise ConfigError("Nesterov momentum requires a momentum and zero dampening")
+    except ConfigError as exc:
+        raise ConfigError(f"{where}{exc}") from None
+    return checked
+
+
+def adam_settings(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Adam's and AdamW's settings, checked and normalised (betas become a tuple of floats)."""
+    try:
+        return {
+            "lr": _nonnegative(settings["lr"], "learning rate"),
+            "betas": _betas(settings["betas"]),
+            "eps": _nonnegative(settings["eps"], "epsilon value"),
+            "weight_decay": _nonnegative(settings["weight_decay"], "weight_decay value"),
+            "amsgrad": check_bool(settings["amsgrad"], "amsgrad"),
+            "maximize": check_bool(settings["maximize"], "maximize"),
+        }
+    except ConfigError as exc:
+        raise ConfigError(f"{where}{exc}") from None
+
+
+def as_list(params: Any, message: str) -> list[Any]:
+    """``list(params)``, or ConfigError ``message`` for a non-iterable (a Module: pass model.parameters())."""
+    if type(params) is not list and (isinstance(params, (str, bytes, Mapping)) or not isinstance(params, Iterable)):
+        hint = " (pass model.parameters())" if hasattr(params, "parameters") else ""
+        raise ConfigError(f"{message}, got {type(params).__name__}{hint}")
+    return list(params)
+
+
+def name_of(what: Any) -> str:
+    """``(class name, parameter index, group index)`` as words; other values as they are."""
+    return f"{what[0]} parameter {what[1]} of group {what[2]}" if isinstance(what, tuple) else str(what)
+
+
+def check_grad(p: Parameter, what: Any) -> np.ndarray:
+    """The ``.grad`` ``step()`` uses: the parameter's shape, converted to its dtype; writable ``.data``.
+
+    Raises:
+        ShapeError, DTypeError: a ``.grad`` of another shape or not real numbers.
+        ConfigError: a read-only ``.data`` (it is updated in place).
+    """
+    grad, data = p.grad, p.data
+    if type(grad) is np.ndarray and grad.shape == data.shape and grad.dtype == data.dtype and data.flags.writeable:
+        return grad  # the common case, checked without building anything
+    what = name_of(what)
+    if not isinstance(data, np.ndarray) or not data.flags.writeable:
+        raise ConfigError(f"{what}: its .data is read-only, so it cannot be updated in place")
+    grad = as_array(grad, f"{what}: .grad", data.dtype)
+    if grad.shape != data.shape:
+        raise ShapeError(f"{what}: .grad has shape {grad.shape}, the parameter has {data.shape}")
+    return grad
+
+
+def check_buffer_shapes(
+    buffers: Any, p: Parameter, names: tuple[str, ...], owner: str, what: Any, error: type[Exception]
+) -> None:
+    """A parameter's state: a dict of known buffer names, every array of the parameter's shape."""
+    if type(buffers) is not dict and not isinstance(buffers, Mapping):
+        raise error(f"{name_of(what)}: its state must be a dict of buffers, got {type(buffers).__name__}")
+    if not buffers.keys() <= frozenset(names):
+        unknown = sorted(str(k) for k in buffers if k not in names)
+        raise error(
+            f"{name_of(what)}: unknown state {', '.join(map(repr, unknown))} ({owner} keeps {', '.join(names)})"
+        )
+    shape = p.shape
+    for name, value in buffers.items():
+        if name != "step" and (type(value) is not np.ndarray or value.shape != shape):
+            if isinstance(value, np.ndarray) and value.shape == shape:
+                continue  # an ndarray subclass
+            got = value.shape if isinstance(value, np.ndarray) else type(value).__name__
+            raise error(f"{name_of(what)}: state {name!r} has shape {got}, the parameter has {shape}")
+
+
+def check_adam_buffers(
+    buffers: Mapping[str, Any], amsgrad: bool, names: tuple[str, ...], what: Any, error: type[Exception]
+) -> None:
+    """Adam's state is empty (before the first step) or holds a step count >= 1 and every moment."""
+    if not buffers:
+        return
+    wanted = names if amsgrad else names[:3]
+    if len(buffers) != len(wanted) or not buffers.keys() <= frozenset(wanted):
+        raise error(
+            f"{name_of(what)}: expected the buffers {sorted(wanted)} (amsgrad={amsgrad}), got {sorted(buffers)}"
+        )
+    step = buffers["step"]
+    if (type(step) is not int and (isinstance(step, bool) or not isinstance(step, numbers.Integral))) or step < 1:
+        raise error(f"{name_of(what)}: 'step' must be an integer >= 1 (the number of updates so far), got {step!r}")
+
+
+def check_buffer_values(buffers: Mapping[str, Any], what: str) -> None:
+    """Finite buffers, and non-negative running means of squares (else NaN weights at the next step)."""
+    for name, value in buffers.items():
+        if isinstance(value, np.ndarray) and not np.isfinite(value).all():
+            raise StateDictError(f"{what}: {name!r} holds NaN or inf")
+        if name in ("exp_avg_sq", "max_exp_avg_sq") and (value < 0).any():
+            raise StateDictError(f"{what}: {name!r} holds negative values (a running mean of squares is >= 0)")

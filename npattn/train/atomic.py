@@ -1,0 +1,158 @@
+"""Files that are replaced whole or not at all: the checks and the atomic write behind checkpoints.
+
+``check_target(path)`` decides, before anything is written, where the bytes will go: a regular file
+(or a new one in an existing folder) is replaced; a symlink is followed, like ``open()`` follows it,
+so the file it points to is replaced and the link stays; a directory, a device, a FIFO or a socket
+is refused, never replaced. ``atomic_write`` writes a temporary file in the same folder (flush,
+fsync), gives it the old file's permissions (a new file gets ``0o666 & ~umask``, like ``open()``),
+renames it over the target with ``os.replace`` and fsyncs the folder: a crash leaves the old file or
+the new one, and a failure that can be seen (a full disk, a folder without write permission)
+removes the temporary file and leaves the old file as it was. ``check_source(path)`` refuses
+anything but an existing regular file before it is opened, so a FIFO or ``/dev/zero`` never hangs a
+load.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from typing import Any
+
+from npattn.errors import CheckpointError
+
+__all__ = ["as_path", "atomic_write", "check_source", "check_target"]
+
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFIFO: "a FIFO (named pipe)",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def as_path(path: Any, what: str = "checkpoint path") -> str:
+    """``path`` as a str: a str, bytes or os.PathLike naming something (not empty, no NUL byte)."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise CheckpointError(f"{what} must be a str or os.PathLike, got {type(path).__name__}")
+    text = os.fsdecode(os.fspath(path))
+    if not text or "\x00" in text:
+        raise CheckpointError(f"{what} must name a file, got {text!r}")
+    return text
+
+
+def _kind(mode: int) -> str | None:
+    """None for a regular file, else what the path is."""
+    return None if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def check_source(path: Any) -> str:
+    """The path of an existing regular file to read (symlinks followed).
+
+    Raises:
+        CheckpointError: missing, a directory, a device, a FIFO, or unreadable.
+    """
+    text = as_path(path)
+    try:
+        mode = os.stat(text).st_mode
+    except FileNotFoundError:
+        raise CheckpointError(f"checkpoint {text!r} does not exist") from None
+    except OSError as exc:
+        raise CheckpointError(f"cannot read checkpoint {text!r}: {exc.strerror or exc}") from None
+    kind = _kind(mode)
+    if kind:
+        raise CheckpointError(f"checkpoint {text!r} is {kind}, not a file")
+    if not os.access(text, os.R_OK):
+        raise CheckpointError(f"cannot read checkpoint {text!r}: permission denied")
+    return text
+
+
+def check_target(path: Any, what: str = "checkpoint") -> str:
+    """The file that saving to ``path`` will replace (symlinks followed), checked before writing.
+
+    Raises:
+        CheckpointError: the path is a directory, a device, a FIFO or a socket (or a link to one),
+            its folder does not exist, or the file or folder is not writable.
+    """
+    text = as_path(path, f"{what} path")
+    real = os.path.realpath(text)
+    try:
+        st = os.stat(real)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    except OSError as exc:
+        raise CheckpointError(f"cannot write {what} {text!r}: {exc.strerror or exc}") from None
+    if st is not None:
+        kind = _kind(st.st_mode)
+        if kind:
+            via = f" (the symlink points to {real!r})" if real != os.path.abspath(text) else ""
+            raise CheckpointError(f"cannot write {what} {text!r}: it is {kind}{via}; save to a file path")
+        if not os.access(real, os.W_OK):
+            raise CheckpointError(f"cannot write {what} {text!r}: permission denied (the file is read-only)")
+    folder = os.path.dirname(real)
+    if not os.path.isdir(folder):
+        problem = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise CheckpointError(f"cannot write {what} {text!r}: the folder {folder!r} {problem}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CheckpointError(f"cannot write {what} {text!r}: permission denied in the folder {folder!r}")
+    return real
+
+
+def _new_file_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def atomic_write(path: Any, data: bytes, what: str = "checkpoint") -> None:
+    """Replace the file ``check_target(path)`` names with ``data``, atomically (see the module doc).
+
+    Raises:
+        CheckpointError: the target is refused by ``check_target``, or writing fails (the message
+            says why; the previous file is untouched and no temporary file is left).
+    """
+    text = as_path(path, f"{what} path")
+    real = check_target(text, what)
+    folder = os.path.dirname(real)
+    try:
+        old = os.stat(real)
+    except FileNotFoundError:
+        old = None
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(real)}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode) if old else _new_file_mode())
+            if old is not None and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
+                try:
+                    os.fchown(f.fileno(), old.st_uid, old.st_gid)
+                except OSError:
+                    pass  # only root may give a file away; the permissions are kept all the same
+            os.fsync(f.fileno())
+        os.replace(tmp, real)
+        tmp = None
+    except OSError as exc:
+        raise CheckpointError(
+            f"could not write {what} {text!r}: {exc.strerror or exc}; the previous file (if any) is untouched"
+        ) from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+    _fsync_folder(folder)
+
+
+def _fsync_folder(folder: str) -> None:
+    """Make the rename itself durable (POSIX); a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

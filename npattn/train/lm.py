@@ -1,0 +1,293 @@
+"""The book's chapter-5 training loop for a GPT, with the backward done by hand.
+
+The loop reads like the book's ``train_model_simple``::
+
+    for epoch in range(num_epochs):
+        model.train()
+        for input_batch, target_batch in train_loader:
+            optimizer.zero_grad()
+            loss = calc_loss_batch(input_batch, target_batch, model)   # forward + mean cross-entropy
+            loss.backward()                                            # dL/dlogits, then model.backward
+            optimizer.step()
+            tokens_seen += input_batch.size
+            global_step += 1
+            if global_step % eval_freq == 0:
+                train_loss, val_loss = evaluate_model(model, train_loader, val_loader, eval_iter)
+        generate_and_print_sample(model, tokenizer, start_context)
+
+``train_lm`` runs it and returns an ``LMHistory`` (the book's three lists, the steps they were
+taken at and the samples). Beyond the book it can stop after ``max_steps`` updates (with a last
+evaluation and sample), resume from a history (the batches of epoch e depend only on the
+loader's seed and e), and stops with ``TrainingError`` before a non-finite step touches the weights.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import numpy as np
+
+from npattn._checks import check_nonnegative_int, check_positive_int
+from npattn.errors import ConfigError
+from npattn.nn.functional.transformer import token_cross_entropy_backward, token_cross_entropy_forward
+from npattn.optim import Optimizer
+from npattn.train.generate import generate
+from npattn.train.loop import check_finite
+from npattn.train.text import DataLoader
+from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
+
+__all__ = [
+    "BatchLoss",
+    "LMHistory",
+    "calc_loss_batch",
+    "calc_loss_loader",
+    "evaluate_model",
+    "generate_and_print_sample",
+    "train_lm",
+]
+
+
+class BatchLoss:
+    """The mean cross-entropy of one batch, as a number (``float(loss)``, ``loss.item()``) that
+    can also run its own backward: ``loss.backward()`` computes dL/dlogits and hands it to
+    ``model.backward``, which accumulates every parameter's ``.grad`` (like PyTorch's)."""
+
+    def __init__(self, value: float, model: Any, cache: tuple) -> None:
+        self.value = value
+        self._model = model
+        self._cache = cache
+
+    def item(self) -> float:
+        return self.value
+
+    def __float__(self) -> float:
+        return self.value
+
+    def backward(self) -> None:
+        (dlogits,) = token_cross_entropy_backward(np.asarray(1.0), self._cache)
+        self._model.backward(dlogits)
+
+    def __repr__(self) -> str:
+        return f"BatchLoss({self.value:.6g})"
+
+
+def calc_loss_batch(input_batch: Any, target_batch: Any, model: Any) -> BatchLoss:
+    """The book's loss: ``cross_entropy(logits.flatten(0, 1), target_batch.flatten())``, the mean
+    over all (batch, n) tokens of -log softmax(logits)[target]. input and target (batch, n) ints."""
+    logits = model(input_batch)
+    loss, cache = token_cross_entropy_forward(logits, np.asarray(target_batch))
+    return BatchLoss(float(loss), model, cache)
+
+
+def calc_loss_loader(data_loader: Iterable[Any], model: Any, num_batches: int | None = None) -> float:
+    """The mean batch loss over the first ``num_batches`` batches (all of them if None); NaN for an
+    empty loader, as in the book."""
+    size = len(data_loader)  # type: ignore[arg-type]
+    if size == 0:
+        return float("nan")
+    num_batches = size if num_batches is None else min(check_positive_int(num_batches, "num_batches"), size)
+    total_loss = 0.0
+    for i, (input_batch, target_batch) in enumerate(data_loader):
+        if i >= num_batches:
+            break
+        total_loss += calc_loss_batch(input_batch, target_batch, model).item()
+    return total_loss / num_batches
+
+
+def evaluate_model(model: Any, train_loader: Any, val_loader: Any, eval_iter: int) -> tuple[float, float]:
+    """Train and validation loss over ``eval_iter`` batches each, in eval mode (no dropout)."""
+    model.eval()
+    train_loss = calc_loss_loader(train_loader, model, num_batches=eval_iter)
+    val_loss = calc_loss_loader(val_loader, model, num_batches=eval_iter)
+    model.train()
+    return train_loss, val_loss
+
+
+def generate_and_print_sample(
+    model: Any,
+    tokenizer: Tokenizer,
+    start_context: str,
+    *,
+    max_new_tokens: int = 50,
+    out: TextIO | None = sys.stdout,
+    **sampling: Any,
+) -> str:
+    """The book's sample: ``start_context`` continued by ``max_new_tokens`` greedy tokens (or with
+    ``temperature``/``top_k``/``rng`` passed on to ``generate``), printed on one line (newlines,
+    tabs and other unprintable characters shown as spaces); returns the text as generated."""
+    model.eval()
+    context_size = model.pos_emb.weight.shape[0]
+    encoded = text_to_token_ids(start_context, tokenizer)
+    token_ids = generate(model, encoded, max_new_tokens, context_size, **sampling)
+    decoded_text = token_ids_to_text(token_ids, tokenizer)
+    if out is not None:  # the book prints newlines as spaces; so are tabs and control bytes here
+        print("".join(c if c.isprintable() else " " for c in decoded_text), file=out)
+    model.train()
+    return decoded_text
+
+
+@dataclass
+class LMHistory:
+    """What ``train_lm`` did: at each evaluation (after ``eval_steps[i] + 1`` updates, the book's
+    global_step), ``train_losses[i]``, ``val_losses[i]`` and ``track_tokens_seen[i]``; the samples
+    generated after each epoch as (global_step, text); where the run stands (``global_step``,
+    ``epoch`` and ``batch``, the next batch of that epoch; ``tokens_seen``; ``seconds`` of training)."""
+
+    train_losses: list[float] = field(default_factory=list)
+    val_losses: list[float] = field(default_factory=list)
+    track_tokens_seen: list[int] = field(default_factory=list)
+    eval_steps: list[int] = field(default_factory=list)
+    samples: list[tuple[int, str]] = field(default_factory=list)
+    global_step: int = -1
+    epoch: int = 0
+    batch: int = 0
+    tokens_seen: int = 0
+    seconds: float = 0.0
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain lists and numbers (for checkpoints)."""
+        return {
+            "train_losses": np.array(self.train_losses, dtype=np.float64),
+            "val_losses": np.array(self.val_losses, dtype=np.float64),
+            "track_tokens_seen": np.array(self.track_tokens_seen, dtype=np.int64),
+            "eval_steps": np.array(self.eval_steps, dtype=np.int64),
+            "samples": [[step, text] for step, text in self.samples],
+            "global_step": self.global_step,
+            "epoch": self.epoch,
+            "batch": self.batch,
+            "tokens_seen": self.tokens_seen,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> LMHistory:
+        return cls(
+            train_losses=[float(v) for v in state["train_losses"]],
+            val_losses=[float(v) for v in state["val_losses"]],
+            track_tokens_seen=[int(v) for v in state["track_tokens_seen"]],
+            eval_steps=[int(v) for v in state["eval_steps"]],
+            samples=[(int(step), str(text)) for step, text in state["samples"]],
+            global_step=int(state["global_step"]),
+            epoch=int(state["epoch"]),
+            batch=int(state["batch"]),
+            tokens_seen=int(state["tokens_seen"]),
+            seconds=float(state["seconds"]),
+        )
+
+
+def progress_line(epoch: int, history: LMHistory) -> str:
+    """The book's line, plus the tokens seen and the time: ``Ep 1 (Step 000000): Train loss 9.817,
+    Val loss 9.924, tokens seen 1024, 0.4 s``."""
+    step = f"Step {history.global_step:06d}" if history.global_step >= 0 else "before training"
+    return (
+        f"Ep {epoch + 1} ({step}): Train loss {history.train_losses[-1]:.3f}, "
+        f"Val loss {history.val_losses[-1]:.3f}, tokens seen {history.track_tokens_seen[-1]}, "
+        f"{history.seconds:.1f} s"
+    )
+
+
+def train_lm(
+    model: Any,
+    train_loader: DataLoader,
+    val_loader: Any,
+    optimizer: Optimizer,
+    num_epochs: int,
+    eval_freq: int,
+    eval_iter: int,
+    start_context: str,
+    tokenizer: Tokenizer,
+    *,
+    max_steps: int | None = None,
+    history: LMHistory | None = None,
+    out: TextIO | None = sys.stdout,
+    sample_tokens: int = 50,
+    eval_before: bool = False,
+    on_step: Callable[[LMHistory], None] | None = None,
+    **sampling: Any,
+) -> LMHistory:
+    """The book's ``train_model_simple``: ``num_epochs`` passes over ``train_loader`` (stopping
+    early after ``max_steps`` updates in total), train and validation loss over ``eval_iter``
+    batches every ``eval_freq`` updates (printed with the tokens seen), a sample of
+    ``sample_tokens`` tokens from ``start_context`` after each epoch (``sampling``: temperature,
+    top_k, rng for ``generate``; greedy by default, as in the book). ``history``: continue the run
+    it describes. ``on_step(history)`` runs after every update (checkpoints are written there).
+    A run cut short by ``max_steps`` ends with an evaluation and a sample too. ``eval_before``:
+    also evaluate and sample before the first update (recorded at global_step -1, 0 tokens seen).
+
+    Raises:
+        ConfigError: an argument out of range, or an empty training loader (the text is shorter
+            than one context window plus one token, or than one batch with drop_last).
+        TrainingError: the loss or a gradient became NaN or inf (the weights were not updated).
+    """
+    num_epochs = check_nonnegative_int(num_epochs, "num_epochs")
+    eval_freq = check_positive_int(eval_freq, "eval_freq")
+    eval_iter = check_positive_int(eval_iter, "eval_iter")
+    sample_tokens = check_nonnegative_int(sample_tokens, "sample_tokens")
+    if max_steps is not None:
+        max_steps = check_nonnegative_int(max_steps, "max_steps")
+    if len(train_loader) == 0:
+        raise ConfigError(
+            f"the training data gives no batch: {len(train_loader.dataset)} windows of "
+            f"{train_loader.dataset.max_length} tokens for batches of {train_loader.batch_size}; "
+            "use a longer text, a shorter context or a smaller batch"
+        )
+    history = history if history is not None else LMHistory()
+
+    def evaluate(epoch: int) -> None:
+        train_loss, val_loss = evaluate_model(model, train_loader, val_loader, eval_iter)
+        history.train_losses.append(train_loss)
+        history.val_losses.append(val_loss)
+        history.track_tokens_seen.append(history.tokens_seen)
+        history.eval_steps.append(history.global_step)
+        if out is not None:
+            print(progress_line(epoch, history), file=out)
+
+    def sample() -> None:
+        text = generate_and_print_sample(
+            model, tokenizer, start_context, max_new_tokens=sample_tokens, out=out, **sampling
+        )
+        history.samples.append((history.global_step, text))
+
+    def done() -> bool:
+        return max_steps is not None and history.global_step + 1 >= max_steps
+
+    if eval_before and history.global_step == -1 and not history.eval_steps:
+        evaluate(0)
+        sample()
+    model.train()
+    optimizer.zero_grad()
+    while history.epoch < num_epochs and not done():
+        epoch = history.epoch
+        batches = train_loader.batches(epoch)
+        for _ in range(history.batch):  # resuming inside an epoch: skip the batches already used
+            next(batches)
+        for input_batch, target_batch in batches:
+            started = time.perf_counter()
+            optimizer.zero_grad()
+            loss = calc_loss_batch(input_batch, target_batch, model)
+            loss.backward()
+            check_finite(model, loss.item(), history.global_step + 1)
+            optimizer.step()
+            history.tokens_seen += int(np.size(input_batch))
+            history.global_step += 1
+            history.batch += 1
+            history.seconds += time.perf_counter() - started
+            if history.global_step % eval_freq == 0:
+                evaluate(epoch)
+            if done():
+                break
+            if on_step:
+                on_step(history)
+        if history.batch == len(train_loader):
+            history.epoch, history.batch = epoch + 1, 0
+        if done() and history.eval_steps[-1:] != [history.global_step]:
+            evaluate(epoch)
+        sample()
+        if on_step:
+            on_step(history)
+    optimizer.zero_grad()
+    return history

@@ -1,0 +1,101 @@
+"""The ``.safetensors`` side of checkpoints (the optional extra ``safetensors``): a flat name -> array
+state dict that ``safetensors.torch.load_file`` reads, with npattn's metadata (class, config, the key
+order) as JSON in the file's ``__metadata__``. Saving refuses names and dtypes the format cannot
+hold before anything is written; loading checks the header's length against the file's size and
+refuses npattn metadata that is not the JSON npattn writes. A file written by another program
+(PyTorch's ``save_file``) loads as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from npattn.errors import CheckpointError
+from npattn.train.checkpoint import FORMAT, VERSION, check_json
+
+__all__ = ["load_safetensors", "safetensors_bytes"]
+
+
+_SAFETENSORS_KINDS = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8)}
+
+
+def _safetensors_numpy() -> Any:
+    try:
+        import safetensors.numpy
+    except ImportError:
+        raise CheckpointError(
+            "a .safetensors path needs the safetensors package: pip install 'npattn[safetensors]' "
+            "(or pip install safetensors), or save to a .npz path"
+        ) from None
+    return safetensors.numpy
+
+
+def safetensors_bytes(state: Mapping[str, Any], meta: dict[str, Any]) -> bytes:
+    st = _safetensors_numpy()
+    if not all(isinstance(k, str) and isinstance(v, np.ndarray) for k, v in state.items()):
+        raise CheckpointError(
+            ".safetensors holds a flat name -> array state dict (a Module's); save nested state "
+            "(an optimizer's, a training run's) to a .npz path"
+        )
+    tensors = {}
+    for key, value in state.items():
+        if key == "__metadata__" or not key or not _utf8(key):
+            raise CheckpointError(f"cannot save the name {key!r} to .safetensors (reserved, empty or not UTF-8)")
+        if value.dtype.itemsize not in _SAFETENSORS_KINDS.get(value.dtype.kind, ()):
+            raise CheckpointError(
+                f"cannot save {key!r} to .safetensors: dtype {value.dtype} (bool, int, uint and float16/32/64 only)"
+            )
+        tensors[key] = np.array(value, dtype=value.dtype.newbyteorder("<"), order="C")
+    # safetensors stores tensors sorted; the key order goes into the metadata to restore state_dict order
+    text_meta = {"format": FORMAT, "version": str(VERSION), "npattn": json.dumps({**meta, "order": list(state)})}
+    return bytes(st.save(tensors, metadata=text_meta))
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    st = _safetensors_numpy()
+    with open(path, "rb") as f:
+        data = f.read()
+    bad = f"{path!r} is truncated, corrupt or not a safetensors file"
+    header_len = int.from_bytes(data[:8], "little")
+    if len(data) < 8 or header_len > len(data) - 8:
+        raise CheckpointError(f"{bad}: its header declares {header_len} bytes in a file of {len(data)}")
+    try:
+        raw = json.loads(data[8 : 8 + header_len])
+        state = dict(st.load(data))
+    except Exception as exc:  # safetensors raises its own SafetensorError for any bad header
+        raise CheckpointError(f"{bad}: {exc}") from None
+    raw_meta = raw.get("__metadata__") or {} if isinstance(raw, dict) else {}
+    meta: dict[str, Any] = {"format": raw_meta.get("format"), "version": raw_meta.get("version")}
+    if raw_meta.get("format") == FORMAT or "npattn" in raw_meta:
+        try:
+            extra = json.loads(raw_meta.get("npattn", "{}"))
+            if not isinstance(extra, dict):
+                raise ValueError("not an object")
+            check_json(extra, "npattn")
+        except (ValueError, RecursionError, CheckpointError) as exc:
+            raise CheckpointError(
+                f"{path!r}: its 'npattn' metadata is not the JSON object npattn writes ({exc})"
+            ) from None
+        if raw_meta.get("version") != str(VERSION):
+            raise CheckpointError(
+                f"{path!r} has checkpoint format version {raw_meta.get('version')!r}; "
+                f"this npattn reads version {VERSION}"
+            )
+        order = extra.pop("order", list(state))
+        if not isinstance(order, list) or sorted(map(str, order)) != sorted(state):
+            raise CheckpointError(f"{path!r}: its 'npattn' metadata lists other tensors than the file holds")
+        state = {key: state[key] for key in order}
+        meta = {**meta, "version": VERSION, **extra}
+    return state, meta

@@ -1,0 +1,211 @@
+"""Text for training a GPT offline: the corpus, the book's sliding windows, batches.
+
+- ``default_corpus()``: the standard library's documentation topics (``pydoc_data.topics``, the
+  text of ``help("assert")`` and the rest, about 465 KB of English in Python 3.11), joined in the
+  order of their names; every Python installation carries it, so nothing is downloaded.
+  ``read_text(path)`` reads any UTF-8 file instead.
+- ``split_train_val(text, 0.9)``: the book's split, the first 90% of the characters for training.
+- ``GPTDatasetV1(txt, tokenizer, max_length, stride)``: the book's dataset. Window i holds tokens
+  ``[i * stride, i * stride + max_length)`` as input and the same window shifted by one token as
+  target (the next token at every position).
+- ``DataLoader(dataset, batch_size, shuffle, drop_last, seed=...)``: batches of (input, target),
+  each (batch_size, max_length) int64. With ``shuffle`` the order of epoch e is a permutation drawn
+  from ``numpy.random.default_rng([seed, e])``: it depends only on the seed and the epoch, so a
+  resumed run sees the same batches (``set_epoch(e)`` chooses the epoch a loop iterates).
+  ``create_dataloader_v1`` is the book's function.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
+from npattn.errors import ConfigError
+from npattn.train.tokenizers import Tokenizer
+
+__all__ = [
+    "DataLoader",
+    "GPTDatasetV1",
+    "create_dataloader_v1",
+    "default_corpus",
+    "read_text",
+    "split_train_val",
+]
+
+
+def default_corpus() -> str:
+    """The standard library's documentation topics as one text (about 465 KB in Python 3.11).
+
+    Raises:
+        ConfigError: this Python was installed without ``pydoc_data`` (pass a text file instead).
+    """
+    try:
+        from pydoc_data.topics import topics
+    except ImportError:
+        raise ConfigError(
+            "the default corpus is the standard library's pydoc_data.topics, which this Python does not "
+            "include; pass a UTF-8 text file instead (--text FILE)"
+        ) from None
+    return "".join(topics[name] for name in sorted(topics))
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """The contents of a UTF-8 text file (a leading byte-order mark is dropped).
+
+    Raises:
+        ConfigError: the file is missing, unreadable, empty or not UTF-8 (the message gives the
+            offset of the first bad byte).
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the text file {path!r}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path!r} is not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} is invalid "
+            "(convert it first, e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+    text = text.removeprefix("\ufeff")
+    if not text:
+        raise ConfigError(f"{path!r} is empty")
+    return text
+
+
+def split_train_val(text: str, train_ratio: float = 0.9) -> tuple[str, str]:
+    """The book's split: ``text[:int(train_ratio * len(text))]`` and the rest.
+
+    Raises:
+        ConfigError: ``train_ratio`` outside (0, 1).
+    """
+    if isinstance(train_ratio, bool) or not isinstance(train_ratio, (int, float)) or not 0 < train_ratio < 1:
+        raise ConfigError(f"train_ratio must lie in (0, 1), got {train_ratio!r}")
+    split_idx = int(train_ratio * len(text))
+    return text[:split_idx], text[split_idx:]
+
+
+class GPTDatasetV1:
+    """The book's sliding windows over the token ids of ``txt``.
+
+    ``input_ids[i] = ids[i * stride : i * stride + max_length]`` and ``target_ids[i]`` the same
+    window one token later, for ``i * stride`` in ``range(0, len(ids) - max_length, stride)``;
+    both (len(self), max_length) int64. ``token_ids`` may be given instead of ``txt`` (already encoded).
+
+    Raises:
+        ConfigError: ``max_length`` or ``stride`` not a positive integer.
+    """
+
+    def __init__(
+        self,
+        txt: str | None,
+        tokenizer: Tokenizer | None,
+        max_length: int,
+        stride: int,
+        *,
+        token_ids: Any = None,
+    ) -> None:
+        self.max_length = check_positive_int(max_length, "max_length")
+        self.stride = check_positive_int(stride, "stride")
+        if token_ids is None:
+            if txt is None or tokenizer is None:
+                raise ConfigError("GPTDatasetV1 needs txt and a tokenizer (or token_ids=)")
+            token_ids = tokenizer.encode(txt)
+        ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
+        self.token_ids = ids
+        starts = np.arange(0, max(len(ids) - self.max_length, 0), self.stride, dtype=np.int64)
+        offsets = starts[:, None] + np.arange(self.max_length, dtype=np.int64)
+        self.input_ids = ids[offsets]
+        self.target_ids = ids[offsets + 1]
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def __getitem__(self, idx: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.input_ids[idx], self.target_ids[idx]
+
+
+class DataLoader:
+    """Batches of a ``GPTDatasetV1``: iterating gives (input, target) pairs of shape
+    (batch_size, max_length); the last smaller batch is dropped with ``drop_last``.
+
+    ``iter(loader)`` gives the batches of epoch ``loader.epoch`` (set it with ``set_epoch``, like
+    a torch DistributedSampler); with ``shuffle`` their order is drawn from ``seed`` and the epoch
+    number only, so iterating twice gives the same batches and a resumed run finds its place.
+    ``loader.batches(epoch)`` gives the batches of any epoch.
+
+    Raises:
+        ConfigError: ``batch_size`` not a positive integer, ``shuffle`` or ``drop_last`` not a bool.
+    """
+
+    def __init__(
+        self,
+        dataset: GPTDatasetV1,
+        batch_size: int = 1,
+        shuffle: bool = False,
+        drop_last: bool = False,
+        *,
+        seed: int = 123,
+    ) -> None:
+        self.dataset = dataset
+        self.batch_size = check_positive_int(batch_size, "batch_size")
+        self.shuffle = check_bool(shuffle, "shuffle")
+        self.drop_last = check_bool(drop_last, "drop_last")
+        self.seed = check_nonnegative_int(seed, "seed")
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        n, b = len(self.dataset), self.batch_size
+        return n // b if self.drop_last else -(-n // b)
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The order of the windows in ``epoch``: a seeded permutation, or 0..n-1 without shuffle."""
+        n = len(self.dataset)
+        if not self.shuffle:
+            return np.arange(n)
+        return np.random.default_rng([self.seed, check_nonnegative_int(epoch, "epoch")]).permutation(n)
+
+    def batches(self, epoch: int = 0) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The batches of ``epoch``, in order."""
+        order = self.order(epoch)
+        for i in range(len(self)):
+            rows = order[i * self.batch_size : (i + 1) * self.batch_size]
+            yield self.dataset.input_ids[rows], self.dataset.target_ids[rows]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order ``iter(loader)`` follows."""
+        self.epoch = check_nonnegative_int(epoch, "epoch")
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        return self.batches(self.epoch)
+
+
+def create_dataloader_v1(
+    txt: str,
+    batch_size: int = 4,
+    max_length: int = 256,
+    stride: int = 128,
+    shuffle: bool = True,
+    drop_last: bool = True,
+    num_workers: int = 0,
+    *,
+    tokenizer: Tokenizer,
+    seed: int = 123,
+) -> DataLoader:
+    """The book's ``create_dataloader_v1``, with the tokenizer passed in (the book builds tiktoken's
+    gpt2 inside) and a seed for the shuffle.
+
+    Raises:
+        ConfigError: ``num_workers`` other than 0 (batches are cut in the calling process), or the
+            errors of ``GPTDatasetV1`` and ``DataLoader``.
+    """
+    if num_workers != 0:
+        raise ConfigError(f"num_workers must be 0 (npattn cuts batches in the calling process), got {num_workers!r}")
+    dataset = GPTDatasetV1(txt, tokenizer, max_length, stride)
+    return DataLoader(dataset, batch_size, shuffle=shuffle, drop_last=drop_last, seed=seed)

@@ -1,0 +1,288 @@
+"""Bad inputs of the optimizers, the checkpoints and ``train_task``, as rows of tests/test_errors.py's
+table (entry, what, call, error, fragment). File rows run in a fresh scratch folder and use relative
+names, so the messages in docs/errors.md do not depend on where the tests run."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import npattn
+from npattn.optim import SGD, Adam
+
+
+def in_scratch(call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` run with a fresh empty folder as the working directory."""
+
+    def run() -> Any:
+        here = os.getcwd()
+        with tempfile.TemporaryDirectory() as folder:
+            os.chdir(folder)
+            try:
+                return call()
+            finally:
+                os.chdir(here)
+
+    return run
+
+
+def _model() -> npattn.Module:
+    return npattn.SelfAttention_v1(3, 2, rng=0, dtype=np.float64)
+
+
+def _stepped(opt_class: type = Adam, **settings: Any) -> tuple[npattn.Module, Any]:
+    model = _model()
+    opt = opt_class(model.parameters(), lr=0.1, **settings)
+    for p in model.parameters():
+        p.grad[...] = 1.0
+    opt.step()
+    return model, opt
+
+
+def _load_edited(edit: Callable[[dict[str, Any]], Any], opt_class: type = Adam) -> None:
+    _, opt = _stepped(opt_class)
+    state = opt.state_dict()
+    edit(state)
+    opt.load_state_dict(state)
+
+
+def _step_after(edit: Callable[[npattn.Module, Any], Any]) -> None:
+    model, opt = _stepped()
+    edit(model, opt)
+    opt.step()
+
+
+def _npy(arr: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, arr)
+    return buffer.getvalue()
+
+
+def _edited_checkpoint(
+    header: Callable[[dict[str, Any]], Any] | None = None,
+    member: bytes | None = None,
+    compression: int = zipfile.ZIP_STORED,
+) -> None:
+    """Write x.npz: a real checkpoint of {"w": ...} with its index or its member replaced."""
+    npattn.save({"w": np.ones((2, 3))}, "good.npz")
+    with zipfile.ZipFile("good.npz") as z:
+        members = {name: z.read(name) for name in z.namelist()}
+    index = json.loads(str(np.load(io.BytesIO(members["__npattn__.npy"]))))
+    if header is not None:
+        header(index)
+        members["__npattn__.npy"] = _npy(np.array(json.dumps(index)))
+    if member is not None:
+        members["w.npy"] = member
+    with zipfile.ZipFile("x.npz", "w", compression) as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+
+
+def _huge_npy_header() -> bytes:
+    """An .npy header that declares 10**12 float64 values, followed by no data at all."""
+    text = "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000, 1000000), }"
+    text += " " * (63 - (10 + len(text)) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode()
+
+
+def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Exception], str]]:
+    """Rows for the optimizers, checkpoints and train_task."""
+    ckpt, cfg, sde = npattn.CheckpointError, npattn.ConfigError, npattn.StateDictError
+    group_lr = "parameter group 0: Invalid learning rate"
+    return [
+        (
+            "Adam(params)",
+            "a Module instead of model.parameters()",
+            lambda: Adam(_model()),
+            cfg,
+            "pass model.parameters()",
+        ),
+        (
+            "SGD(params)",
+            "the same Parameter twice (was updated twice per step)",
+            lambda: SGD([_model().W_query] * 2),
+            cfg,
+            "listed twice in one group",
+        ),
+        (
+            "Adam(params, amsgrad=)",
+            "amsgrad='no' (was True)",
+            lambda: Adam(_model().parameters(), amsgrad="no"),
+            cfg,
+            "'no'",
+        ),
+        (
+            "Adam([{'params': ..., 'lr': ...}])",
+            "a group's lr=-1 (was accepted)",
+            lambda: Adam([{"params": _model().parameters(), "lr": -1}]),
+            cfg,
+            group_lr,
+        ),
+        (
+            "Adam([{'params': ..., 'lr': ...}])",
+            "a misspelt setting (was ignored)",
+            lambda: Adam([{"params": _model().parameters(), "lrr": 0.1}]),
+            cfg,
+            "unknown setting(s) 'lrr'",
+        ),
+        (
+            "Optimizer.add_param_group(group)",
+            "betas=(1.0, 0.9) (was accepted)",
+            lambda: Adam([_model().W_query]).add_param_group({"params": [_model().W_key], "betas": (1.0, 0.9)}),
+            cfg,
+            "Invalid beta parameter at index 0: 1.0",
+        ),
+        (
+            "Optimizer.load_state_dict(sd)",
+            "lr=nan (was accepted)",
+            lambda: _load_edited(lambda sd: sd["param_groups"][0].update(lr=float("nan"))),
+            sde,
+            group_lr,
+        ),
+        (
+            "Optimizer.load_state_dict(sd)",
+            "a step count of -1",
+            lambda: _load_edited(lambda sd: sd["state"][0].update(step=-1)),
+            sde,
+            "'step' must be an integer >= 1",
+        ),
+        (
+            "Optimizer.load_state_dict(sd)",
+            "a negative exp_avg_sq (NaN weights at the next step)",
+            lambda: _load_edited(lambda sd: sd["state"][0]["exp_avg_sq"].fill(-1.0)),
+            sde,
+            "'exp_avg_sq' holds negative values",
+        ),
+        (
+            "Optimizer.load_state_dict(sd)",
+            "an SGD state dict into Adam",
+            lambda: Adam(_model().parameters()).load_state_dict(_stepped(SGD, momentum=0.9)[1].state_dict()),
+            sde,
+            "lacks the setting(s) 'amsgrad', 'betas', 'eps'",
+        ),
+        (
+            "Optimizer.step()",
+            "a .grad of another shape (was a NumPy broadcasting error after a partial update)",
+            lambda: _step_after(lambda m, o: setattr(m.W_value, "grad", np.ones((2, 3)))),
+            npattn.ShapeError,
+            ".grad has shape (2, 3), the parameter has (3, 2)",
+        ),
+        (
+            "Optimizer.step()",
+            "param_groups[0]['lr'] set to NaN",
+            lambda: _step_after(lambda m, o: o.param_groups[0].update(lr=float("nan"))),
+            cfg,
+            group_lr,
+        ),
+        (
+            "Optimizer.step()",
+            "a read-only .data",
+            lambda: _step_after(lambda m, o: m.W_key.data.setflags(write=False)),
+            cfg,
+            "its .data is read-only",
+        ),
+        (
+            "npattn.save(obj, path)",
+            "path is a directory",
+            in_scratch(lambda: (os.mkdir("runs"), npattn.save({"w": np.ones(2)}, "runs"))),
+            ckpt,
+            "it is a directory",
+        ),
+        (
+            "npattn.save(obj, path, metadata=)",
+            "a reserved key (was a file load refused)",
+            in_scratch(lambda: npattn.save({"w": np.ones(2)}, "x.npz", metadata={"version": 2})),
+            ckpt,
+            "reserved",
+        ),
+        (
+            "npattn.save(obj, path, metadata=)",
+            "a tuple (would come back a list)",
+            in_scratch(lambda: npattn.save({"w": np.ones(2)}, "x.npz", metadata={"betas": (0.9, 0.99)})),
+            ckpt,
+            "(use a list)",
+        ),
+        (
+            "npattn.save(obj, path)",
+            "a state that contains itself",
+            in_scratch(lambda: (state := {"w": np.ones(2)}, state.update(me=state), npattn.save(state, "x.npz"))),
+            ckpt,
+            "it contains itself",
+        ),
+        (
+            "npattn.load(path)",
+            "a compressed member (a zip bomb)",
+            in_scratch(lambda: (_edited_checkpoint(compression=zipfile.ZIP_DEFLATED), npattn.load("x.npz"))),
+            ckpt,
+            "is compressed",
+        ),
+        (
+            "npattn.load(path)",
+            "a member that declares 10**12 values",
+            in_scratch(lambda: (_edited_checkpoint(member=_huge_npy_header()), npattn.load("x.npz"))),
+            ckpt,
+            "declares shape (1000000, 1000000)",
+        ),
+        (
+            "npattn.load(path)",
+            "a text file (was 'contains pickled data')",
+            in_scratch(lambda: (open("x.npz", "w").write("hello\n"), npattn.load("x.npz"))),
+            ckpt,
+            "not a zip archive",
+        ),
+        (
+            "npattn.load(path)",
+            "version 1.0 in the index (was accepted)",
+            in_scratch(lambda: (_edited_checkpoint(header=lambda h: h.update(version=1.0)), npattn.load("x.npz"))),
+            ckpt,
+            "version 1.0",
+        ),
+        (
+            "npattn.load(path)",
+            "an index that names a member twice",
+            in_scratch(
+                lambda: (
+                    _edited_checkpoint(header=lambda h: h.update(tree={"list": [h["tree"]["dict"][0][1]] * 2})),
+                    npattn.load("x.npz"),
+                )
+            ),
+            ckpt,
+            "more than once",
+        ),
+        (
+            "npattn.load(path)",
+            "a directory",
+            in_scratch(lambda: (os.mkdir("runs"), npattn.load("runs"))),
+            ckpt,
+            "is a directory, not a file",
+        ),
+        ("train_task(...)", "steps=-1 (was accepted)", lambda: npattn.train_task(steps=-1), cfg, "steps must be"),
+        (
+            "train_task(...)",
+            "lr='0.1' (was accepted)",
+            lambda: npattn.train_task(lr="0.1"),
+            cfg,
+            "Invalid learning rate",
+        ),
+        (
+            "train_task(...)",
+            "save_every without save (was ignored)",
+            lambda: npattn.train_task(save_every=5),
+            cfg,
+            "needs a save path",
+        ),
+        (
+            "train_task(...)",
+            "save= a directory (was found after training)",
+            in_scratch(lambda: (os.mkdir("runs"), npattn.train_task(save="runs"))),
+            ckpt,
+            "it is a directory",
+        ),
+    ]
