@@ -16,17 +16,27 @@ from npattn.nn import functional as F
 SLAB_MODES = ["serial", "slabs", "slabs without a BLAS limit"]
 
 
+def _set_slab_mode(mode, monkeypatch):
+    if mode == "serial":
+        monkeypatch.setattr(blocks, "MIN_PARALLEL_ELEMENTS", 1 << 60)
+    else:
+        monkeypatch.setattr(blocks, "MIN_PARALLEL_ELEMENTS", 0)
+    if mode == "slabs without a BLAS limit":
+        monkeypatch.setattr(blocks, "_blas", False)
+    return mode
+
+
 @pytest.fixture(params=SLAB_MODES)
 def slab_mode(request, monkeypatch):
     """serial: everything in the calling thread; slabs: slabs split over the pool (BLAS on one
     thread when threadpoolctl is installed); without a BLAS limit: the fallback of run_slabs."""
-    if request.param == "serial":
-        monkeypatch.setattr(blocks, "MIN_PARALLEL_ELEMENTS", 1 << 60)
-    else:
-        monkeypatch.setattr(blocks, "MIN_PARALLEL_ELEMENTS", 0)
-    if request.param == "slabs without a BLAS limit":
-        monkeypatch.setattr(blocks, "_blas", False)
-    return request.param
+    return _set_slab_mode(request.param, monkeypatch)
+
+
+@pytest.fixture(params=SLAB_MODES[:2])
+def module_slab_mode(request, monkeypatch):
+    """The modules: serial and split over the pool (the fallback is the serial path's code)."""
+    return _set_slab_mode(request.param, monkeypatch)
 
 
 def heads(rng, b, n, h, hd):
@@ -58,7 +68,7 @@ def test_heads_equal_the_reference(rng, slab_mode, impl, blocks_qk, causal, n):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("impl", ["fused", "tiled"])
-def test_gradcheck_heads(rng, slab_mode, impl, causal):
+def test_gradcheck_heads(rng, module_slab_mode, impl, causal):
     q, k, v, _ = heads(rng, 2, 7, 2, 3)
     kwargs = {"impl": impl, "causal": causal}
     if impl == "tiled":
@@ -106,7 +116,7 @@ def run(model, x, G):
 @pytest.mark.parametrize("qkv_bias", [False, True])
 @pytest.mark.parametrize("impl", ["fused", "tiled", "auto"])
 @pytest.mark.parametrize("n", [37, 131])  # n < context_length; not a multiple of any block size
-def test_multihead_paths_equal_the_reference(slab_mode, impl, n, qkv_bias, monkeypatch):
+def test_multihead_paths_equal_the_reference(module_slab_mode, impl, n, qkv_bias, monkeypatch):
     monkeypatch.setattr(npattn.kernels.tiled, "DEFAULT_BLOCK_Q", 48)  # several blocks each way
     monkeypatch.setattr(npattn.kernels.tiled, "DEFAULT_BLOCK_K", 40)
     x = np.random.default_rng(0).standard_normal((2, n, 6))
@@ -120,12 +130,12 @@ def test_multihead_paths_equal_the_reference(slab_mode, impl, n, qkv_bias, monke
 
 
 @pytest.mark.parametrize("impl", ["fused", "tiled"])
-def test_gradcheck_multihead(slab_mode, impl):
+def test_gradcheck_multihead(module_slab_mode, impl):
     x = np.random.default_rng(2).standard_normal((2, 11, 6))  # n = 11 < context_length = 64
     assert npattn.gradcheck(mha(impl, qkv_bias=True), x)
 
 
-def test_gradcheck_non_causal_v2_on_the_fast_paths(slab_mode):
+def test_gradcheck_non_causal_v2_on_the_fast_paths(module_slab_mode):
     x = np.random.default_rng(3).standard_normal((2, 9, 4))
     for impl in ("fused", "tiled"):
         model = npattn.SelfAttention_v2(4, 5, True, rng=np.random.default_rng(4), dtype=np.float64, impl=impl)
