@@ -38,8 +38,8 @@ from npattn.nn.functional.transformer import token_cross_entropy_backward, token
 from npattn.optim import Optimizer
 from npattn.train.generate import generate
 from npattn.train.loop import check_finite
-from npattn.train.text import DataLoader
-from npattn.train.tokenizers import Tokenizer, check_tokenizer, text_to_token_ids, token_ids_to_text
+from npattn.train.text import DataLoader, check_tokenizer
+from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
 
 __all__ = [
     "BatchLoss",
@@ -177,7 +177,7 @@ class LMHistory:
             raise CheckpointError(f"the history must be a dict of {names}, got {type(state).__name__}")
         missing, extra = [k for k in names if k not in state], sorted(str(k) for k in state if k not in names)
         if missing or extra:
-            raise CheckpointError(f"the history's entries differ from {names}: missing {missing}, unexpected {extra}")
+            raise CheckpointError(f"the history's entries differ from {names}: {differences(missing, extra)}")
 
         def number(key: str, value: Any, kind: type, low: float) -> Any:
             ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
@@ -225,6 +225,12 @@ class LMHistory:
                 f"evaluation, got lengths {sorted(lengths)}"
             )
         return history
+
+
+def differences(missing: list[str], extra: list[str]) -> str:
+    """``missing ['a']; unexpected ['b']``, each part only when it is not empty."""
+    parts = [f"missing {missing}"] * bool(missing) + [f"unexpected {extra}"] * bool(extra)
+    return "; ".join(parts)
 
 
 def progress_line(epoch: int, history: LMHistory) -> str:

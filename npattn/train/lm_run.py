@@ -28,7 +28,7 @@ from npattn.nn.gpt import GPTModel
 from npattn.optim import AdamW
 from npattn.train import atomic, checkpoint
 from npattn.train.figures import check_plot_target, save_figure
-from npattn.train.lm import LMHistory, train_lm
+from npattn.train.lm import LMHistory, differences, train_lm
 from npattn.train.text import DataLoader, create_dataloader_v1, default_corpus, read_text, split_train_val
 from npattn.train.tokenizers import TOKENIZER_KINDS, Tokenizer, tokenizer_from_dict, train_tokenizer
 
@@ -101,6 +101,8 @@ class LMSettings:
             raise ConfigError("give --steps or --epochs, not both")
         if self.text is not None and not isinstance(self.text, (str, os.PathLike)):
             raise ConfigError(f"text (--text) must be a file path (str) or None, got {type(self.text).__name__}")
+        if isinstance(self.text, os.PathLike):
+            object.__setattr__(self, "text", os.fspath(self.text))  # stored in checkpoints as a str
         if not isinstance(self.tokenizer, str):
             raise ConfigError(f"tokenizer (--tokenizer) must be a str, got {type(self.tokenizer).__name__}")
         if not isinstance(self.prompt, str) or not self.prompt:
@@ -183,14 +185,14 @@ def _read_checkpoint(path: Any) -> tuple[dict[str, Any], LMSettings, Tokenizer, 
     extra = sorted(str(k) for k in saved if k not in CHECKPOINT_ENTRIES)
     if missing or extra:
         raise CheckpointError(
-            f"{name!r}: expected the entries {list(CHECKPOINT_ENTRIES)}; missing {missing}, unexpected {extra}"
+            f"{name!r}: expected the entries {list(CHECKPOINT_ENTRIES)}; {differences(missing, extra)}"
         )
     stored = run["settings"]
     missing = [k for k in SETTINGS if k not in stored]
     extra = sorted(str(k) for k in stored if k not in SETTINGS)
     if missing or extra:
         raise CheckpointError(
-            f"{name!r}: its run settings must name every LMSettings field; missing {missing}, unexpected {extra}"
+            f"{name!r}: its run settings must hold every LMSettings field; {differences(missing, extra)}"
         )
     if not isinstance(run.get("text_sha256"), str) or not isinstance(run.get("text_chars"), int):
         raise CheckpointError(f"{name!r}: run.text_sha256 (a str) and run.text_chars (an int) are missing or malformed")

@@ -26,11 +26,12 @@ import numpy as np
 from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
 from npattn.errors import CheckpointError, ConfigError
 from npattn.train.atomic import check_source
-from npattn.train.tokenizers import Tokenizer, check_tokenizer
+from npattn.train.tokenizers import Tokenizer
 
 __all__ = [
     "DataLoader",
     "GPTDatasetV1",
+    "check_tokenizer",
     "create_dataloader_v1",
     "default_corpus",
     "read_text",
@@ -92,6 +93,21 @@ def read_text(path: str | os.PathLike[str]) -> str:
     if not text:
         raise ConfigError(f"{path!r} is empty")
     return text
+
+
+def check_tokenizer(tokenizer: Any, name: str = "tokenizer") -> Tokenizer:
+    """``tokenizer`` if it has ``encode`` and ``decode`` (a ``Tokenizer``).
+
+    Raises:
+        ConfigError: anything else, e.g. a name such as "gpt2" (build it with ``gpt2_tokenizer()``).
+    """
+    if not all(callable(getattr(tokenizer, method, None)) for method in ("encode", "decode")):
+        got = f"{type(tokenizer).__name__} {tokenizer!r}" if isinstance(tokenizer, str) else type(tokenizer).__name__
+        raise ConfigError(
+            f"{name} must be a tokenizer with encode and decode (CharTokenizer, BPETokenizer, gpt2_tokenizer(), "
+            f"train_tokenizer(kind, text)), got {got}"
+        )
+    return tokenizer
 
 
 def split_train_val(text: str, train_ratio: float = 0.9) -> tuple[str, str]:

@@ -58,8 +58,7 @@ TOKENIZER_KINDS = ("char", "bpe", "gpt2")
 # in the standard library's `re`: [^\W\d_] is a letter, (?:[^\s\w]|_) anything that is neither
 # space, letter nor digit. Every character falls in one alternative, so the pieces cover the text.
 PATTERN_PROBE = "Hello, world! It's 42_x\n\t\r  \u00fc\u03a9 \u4f60\u597d \U0001f642 \x00\x7f\x1b\u00a0\u2028 ... end "
-"""A text with every class of character (letters, digits, punctuation, underscore, each kind of
-whitespace, control bytes, other scripts, emoji): a BPE split pattern must cover it whole."""
+"""Every class of character (letters, digits, punctuation, whitespace, controls, other scripts, emoji)."""
 GPT2_SPLIT = r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""
 
 
@@ -82,21 +81,6 @@ def _check_text(text: Any, name: str = "text") -> str:
     if not isinstance(text, str):
         raise ConfigError(f"{name} must be a str, got {type(text).__name__}")
     return text
-
-
-def check_tokenizer(tokenizer: Any, name: str = "tokenizer") -> Tokenizer:
-    """``tokenizer`` if it has ``encode`` and ``decode`` (a ``Tokenizer``).
-
-    Raises:
-        ConfigError: anything else, e.g. a name such as "gpt2" (build it with ``gpt2_tokenizer()``).
-    """
-    if not all(callable(getattr(tokenizer, method, None)) for method in ("encode", "decode")):
-        got = f"{type(tokenizer).__name__} {tokenizer!r}" if isinstance(tokenizer, str) else type(tokenizer).__name__
-        raise ConfigError(
-            f"{name} must be a tokenizer with encode and decode (CharTokenizer, BPETokenizer, gpt2_tokenizer(), "
-            f"train_tokenizer(kind, text)), got {got}"
-        )
-    return tokenizer
 
 
 def _check_ids(ids: Any, vocab_size: int) -> list[int]:
@@ -291,12 +275,8 @@ class BPETokenizer:
         return 256 + len(self.merges)
 
     def _pieces(self, text: str) -> list[str]:
-        """The pieces the split pattern cuts ``text`` into; together they are exactly ``text``.
-
-        Raises:
-            ConfigError: the pattern's matches leave characters between them or after the last one
-                (they would be dropped: the round trip must be exact).
-        """
+        """The pieces the split pattern cuts ``text`` into, together exactly ``text``; ConfigError if its
+        matches leave characters out (they would be dropped: the round trip must be exact)."""
         pieces: list[str] = []
         end = 0
         for match in self._split.finditer(text):

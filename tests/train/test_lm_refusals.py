@@ -6,6 +6,7 @@ import io
 import os
 
 import pytest
+from training_bad_inputs import LM_TINY
 
 import npattn.train.lm_run as lm_run
 from npattn.cli.main import main
@@ -15,17 +16,7 @@ from npattn.train.lm import train_lm
 from npattn.train.lm_run import run_lm
 from npattn.train.text import create_dataloader_v1, default_corpus
 
-TINY = {
-    "tokenizer": "char",
-    "context_length": 8,
-    "emb_dim": 8,
-    "n_heads": 2,
-    "n_layers": 1,
-    "batch_size": 2,
-    "eval_every": 10,
-    "eval_iter": 1,
-    "sample_tokens": 2,
-}
+TINY = {k: v for k, v in LM_TINY.items() if k != "text"}  # a tiny GPT on a char vocabulary
 
 
 @pytest.fixture(scope="module")
