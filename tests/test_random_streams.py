@@ -120,3 +120,38 @@ def test_fma_rounds_once():
     # the same sums without the tie correction would be wrong: the check can fail
     naive = (a32.astype(np.float64) * b32 + c32.astype(np.float64)).astype(np.float32)
     assert np.any(naive[100:110] != expected[100:110])
+
+
+def _u_below_p(words, p):
+    """The definition: u = (((hi << 32) | lo) & (2**53 - 1)) * 2**-53 as a float64, then u < p."""
+    w = words.astype(np.uint64)
+    bits = ((w[0::2] << np.uint64(32)) | w[1::2]) & np.uint64(2**53 - 1)
+    return bits.astype(np.float64) * 2.0**-53 < p
+
+
+def test_integer_comparison_equals_float_comparison_at_ties():
+    """uniform53_below compares words as integers: equal to u < p for every p, ties of the high
+    words (which random words almost never produce) and p exactly on a uniform's value included."""
+    from npattn.random.generator import uniform53_below
+
+    rng = np.random.default_rng(5)
+    ps = [0.0, 1.0, 0.9, 0.5, 0.1, 2.0**-53, 1 - 2.0**-53, 5e-324, 0.3 + 2.0**-40, *rng.random(20)]
+    for p in ps:
+        t_hi, t_lo = divmod(int(np.ceil(p * 2.0**53)), 2**32)
+        hi = rng.integers(0, 2**32, 400, dtype=np.uint32)
+        lo = rng.integers(0, 2**32, 400, dtype=np.uint32)
+        # planted ties: the high word's 21 kept bits equal the threshold's, junk in the masked-off bits,
+        # and low words just below, at and above the threshold's
+        hi[:300] = (hi[:300] & np.uint32(0xFFE00000)) | np.uint32(t_hi % 2**21)
+        lo[:6] = [max(t_lo - 1, 0), t_lo, min(t_lo + 1, 2**32 - 1), 0, 2**32 - 1, t_lo]
+        words = np.stack([hi, lo], axis=1).reshape(-1)
+        expected = _u_below_p(words, p)
+        np.testing.assert_array_equal(uniform53_below(words, p), expected, err_msg=f"p={p!r}")
+
+
+def test_bernoulli_is_the_float_definition_on_a_large_draw():
+    """A dropout-sized draw: bernoulli's mask equals u < p computed from the same words as floats."""
+    for p in (0.9, 0.5, 0.1):
+        mask = npattn.TorchGenerator(42).bernoulli((8, 4, 64, 64), p, dtype=bool)
+        words = npattn.TorchGenerator(42).random_words(2 * mask.size)
+        np.testing.assert_array_equal(mask.reshape(-1), _u_below_p(words, p))
