@@ -1166,7 +1166,8 @@ def reliability_bad_inputs() -> list[BadInput]:
             "a read-only .grad on pos_emb.weight, the last parameter accumulated",
             lambda: _gpt_with_read_only_grad("pos_emb.weight").backward(np.ones((1, 3, 5))),
             npattn.BackwardError,
-            "GPTModel.backward(): pos_emb.weight.grad is read-only (its flags.writeable is False); no gradient was changed",
+            "GPTModel.backward(): pos_emb.weight.grad is read-only (its flags.writeable is False); "
+            "no gradient was changed",
         ),
         (
             "F.add_forward(x, y)",

@@ -100,9 +100,7 @@ def generate(
         raise ConfigError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
     if top_k is not None:
         top_k = check_positive_int(top_k, "top_k")
-    if eos_id is not None and (
-        isinstance(eos_id, bool) or not isinstance(eos_id, numbers.Integral) or eos_id < 0
-    ):
+    if eos_id is not None and (isinstance(eos_id, bool) or not isinstance(eos_id, numbers.Integral) or eos_id < 0):
         raise ConfigError(f"eos_id must be None or a token id (an integer >= 0), got {eos_id!r}")
     check_prompt(idx, max_new_tokens)
     generator = resolve_rng(rng) if temperature > 0 else np.random.default_rng(0)
@@ -117,7 +115,9 @@ def generate(
         if top_k is not None and top_k > logits.shape[-1]:
             raise ConfigError(f"top_k must lie in [1, vocab={logits.shape[-1]}], got {top_k}")
         if eos_id is not None and eos_id >= logits.shape[-1]:
-            raise ConfigError(f"eos_id must lie in [0, vocab={logits.shape[-1]}) or it can never be picked, got {eos_id}")
+            raise ConfigError(
+                f"eos_id must lie in [0, vocab={logits.shape[-1]}) or it can never be picked, got {eos_id}"
+            )
         idx_next = sample_next(logits[:, -1, :], temperature, top_k, generator)
         if eos_id is not None and np.all(idx_next == eos_id):
             break
