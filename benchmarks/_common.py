@@ -80,6 +80,16 @@ def blas_info() -> dict[str, Any]:
     return info
 
 
+def threadpool_info() -> list[dict[str, Any]] | None:
+    """threadpoolctl's view of the loaded BLAS and OpenMP libraries (None without threadpoolctl)."""
+    try:
+        from threadpoolctl import threadpool_info as info
+    except ImportError:
+        return None
+    keys = ("user_api", "internal_api", "version", "num_threads", "threading_layer", "architecture", "prefix")
+    return [{k: lib.get(k) for k in keys if lib.get(k) is not None} for lib in info()]
+
+
 def environment(torch: Any) -> dict[str, Any]:
     env = {
         "python": platform.python_version(),
@@ -88,7 +98,8 @@ def environment(torch: Any) -> dict[str, Any]:
         "cores": num_workers(),
         "npattn_pool_threads": num_workers(),
         "blas": blas_info(),
-        "thread_env": {k: v for k, v in os.environ.items() if k.endswith("NUM_THREADS")},
+        "thread_env": {k: v for k, v in os.environ.items() if k.endswith("NUM_THREADS") or k.startswith("OPENBLAS_")},
+        "threadpoolctl": threadpool_info(),
         "torch": None,
         "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
@@ -108,6 +119,13 @@ def print_environment(env: dict[str, Any]) -> None:
         + (f"torch {torch['version']}, intra-op threads {torch['threads']}" if torch else "torch not installed")
     )
     print(f"# thread environment variables: {env['thread_env'] or 'none set'}")
+    libs = env["threadpoolctl"]
+    if libs is None:
+        print("# threadpoolctl not installed: the tiled path runs its slabs one after another")
+    else:
+        fields = ("internal_api", "version", "architecture")
+        names = [" ".join(str(lib[k]) for k in fields if k in lib) for lib in libs]
+        print("# threadpoolctl: " + "; ".join(f"{n}, {lib.get('num_threads')} threads" for n, lib in zip(names, libs)))
 
 
 def calibrate(fn: Callable[[], Any], target: float) -> int:
@@ -118,12 +136,20 @@ def calibrate(fn: Callable[[], Any], target: float) -> int:
     return max(1, int(target / max(once, 1e-7)))
 
 
-def interleaved(cases: dict[str, Callable[[], Any]], repeats: int, target: float) -> dict[str, float]:
-    """Median seconds per call of each case, sampled round-robin ``repeats`` times."""
+def interleaved(
+    cases: dict[str, Callable[[], Any]], repeats: int, target: float, pause: float = 0.0
+) -> dict[str, float]:
+    """Median seconds per call of each case, sampled round-robin ``repeats`` times.
+
+    ``pause`` seconds of sleep (untimed) before each sample let the previous case's idle threads
+    stop spinning (OpenBLAS and OpenMP workers spin for a while after a call and would otherwise
+    take cores from the next case).
+    """
     numbers = {name: calibrate(fn, target) for name, fn in cases.items()}
     samples: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeats):
         for name, fn in cases.items():
+            time.sleep(pause)
             k = numbers[name]
             start = time.perf_counter()
             for _ in range(k):

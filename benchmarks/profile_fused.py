@@ -40,7 +40,7 @@ def steps(n: int, d_in: int, d_out: int, dtype: Any) -> list[tuple[str, str, Cal
         return run
 
     def exp_pass() -> None:
-        blocks.run_rows(lambda r0, r1: fused._exp_rows(s["E"][0], r0, r1, False), n, n)
+        blocks.run_rows(lambda r0, r1: fused._exp_rows(s["E"][0], r0, r1, 0, False), n, n)
 
     def multiply_pass() -> None:
         blocks.run_rows(lambda r0, r1: fused._multiply_rows(s["dS"][0], s["E"][0], r0, r1), n, n)

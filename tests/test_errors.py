@@ -1215,6 +1215,74 @@ def reliability_bad_inputs() -> list[BadInput]:
     return [BadInput(*row) for row in rows]
 
 
+def debug_bad_inputs() -> list[BadInput]:
+    """npattn check and the debugging tools it is built from (npattn.debug)."""
+    import learners
+
+    from npattn.debug.backward import diagnose_backward
+    from npattn.debug.usercode import attention_from_module, book_weights, check_attention, load_attention
+
+    x, W = npattn.book_inputs(), book_weights()
+    x_nan = np.where(np.arange(18).reshape(6, 3) == 4, np.nan, x)
+    grads = {"x": x, **W}
+
+    def user() -> Any:
+        return attention_from_module(learners, "attention")
+
+    rows = [
+        (
+            "check_attention(attention)",
+            "neither a spec nor a UserAttention",
+            lambda: check_attention(5),
+            npattn.ConfigError,
+            "expected a 'FILE.py:NAME' spec or a UserAttention",
+        ),
+        (
+            "npattn check FILE.py:NAME",
+            "a directory instead of a file",
+            lambda: load_attention("/:attention"),
+            npattn.ConfigError,
+            "/ is a directory, expected a Python file",
+        ),
+        (
+            "check_attention(spec, x=x)",
+            "x whose last dimension is not the weights' d_in",
+            lambda: check_attention(user(), x=np.ones((6, 4))),
+            npattn.ShapeError,
+            "x: expected shape (..., n, d_in=3)",
+        ),
+        (
+            "check_attention(spec, x=x)",
+            "x holding NaN",
+            lambda: check_attention(user(), x=x_nan),
+            npattn.ConfigError,
+            "x holds NaN or inf (1 of 18 entries non-finite)",
+        ),
+        (
+            "check_rows(x, weights, output)",
+            "a weight holding inf",
+            lambda: npattn.check_rows(x, {**W, "W_key": W["W_key"] * np.inf}, np.zeros((6, 2))),
+            npattn.ConfigError,
+            "W_key holds NaN or inf",
+        ),
+        (
+            "diagnose_backward(x, weights, grad_output, grads)",
+            "grads as a tuple",
+            lambda: diagnose_backward(x, W, np.ones((6, 2)), tuple(grads.values())),
+            npattn.ConfigError,
+            "grads: expected a mapping",
+        ),
+        (
+            "diagnose_backward(x, weights, grad_output, grads)",
+            "grad_output of the wrong shape",
+            lambda: diagnose_backward(x, W, np.ones((6, 3)), grads),
+            npattn.ShapeError,
+            "grad_output: expected a real array of the output's shape (6, 2), got shape (6, 3)",
+        ),
+    ]
+    return [BadInput(*row) for row in rows]
+
+
 def training_rows() -> list[BadInput]:
     """Optimizers, checkpoints and train_task (tests/training_bad_inputs.py)."""
     return [BadInput(*row) for row in training_bad_inputs()]
@@ -1226,6 +1294,7 @@ BAD_INPUTS = (
     + chapter3_bad_inputs()
     + reliability_bad_inputs()
     + training_rows()
+    + debug_bad_inputs()
 )
 
 
@@ -1257,7 +1326,7 @@ def table_rows() -> list[str]:
 
     rows = []
     rows_in_docs = attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs() + chapter3_bad_inputs()
-    rows_in_docs += reliability_bad_inputs() + training_rows()
+    rows_in_docs += reliability_bad_inputs() + training_rows() + debug_bad_inputs()
     for row in rows_in_docs:
         message = _message(row)
         rows.append(f"| `{cell(row.entry)}` | {cell(row.what)} | `{row.error.__name__}` | {cell(message)} |")

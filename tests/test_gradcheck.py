@@ -102,13 +102,12 @@ def _planted_bugs(d_in, d_out):
     """name -> {functional attribute: broken replacement}."""
     T = lambda a: np.swapaxes(a, -1, -2)  # noqa: E731
 
-    calls = {"n": 0}
-    project_backward, attention_backward = F.project_backward, F.attention_backward
+    project_qkv_backward, attention_backward = F.project_qkv_backward, F.attention_backward
 
-    def project_dx_missing_value_path(d_out, cache):
-        calls["n"] += 1
-        dx, dW = project_backward(d_out, cache)
-        return (dx * 0 if calls["n"] % 3 == 0 else dx), dW
+    def project_dx_missing_value_path(d_queries, d_keys, d_values, cache):
+        dx, *_ = project_qkv_backward(d_queries, d_keys, np.zeros_like(d_values), cache)
+        _, *dWs = project_qkv_backward(d_queries, d_keys, d_values, cache)
+        return (dx, *dWs)
 
     def attention_dV_from_scores(d_z, cache):
         c_scores = cache[0]
@@ -122,7 +121,7 @@ def _planted_bugs(d_in, d_out):
         "missing scale in dQ/dK": {"softmax_backward": planted.softmax_missing_scale},
         "scale by 1/sqrt(d_in)": {"softmax_backward": planted.softmax_scaled_by(math.sqrt(d_in))},
         "dK with a missing transpose": {"scores_backward": planted.scores_dK_missing_transpose},
-        "dX missing the value path": {"project_backward": project_dx_missing_value_path},
+        "dX missing the value path": {"project_qkv_backward": project_dx_missing_value_path},
         "dV from the scores instead of the weights": {"attention_backward": attention_dV_from_scores},
         "dA with V reshaped instead of transposed": {"context_backward": planted.context_dA_reshaped_not_transposed},
     }

@@ -1,6 +1,6 @@
-"""Bad inputs of the optimizers, the checkpoints and ``train_task``, as rows of tests/test_errors.py's
-table (entry, what, call, error, fragment). File rows run in a fresh scratch folder and use relative
-names, so the messages in docs/errors.md do not depend on where the tests run."""
+"""Bad inputs of the optimizers, the checkpoints, ``train_task`` and the language-model run, as rows
+of tests/test_errors.py's table (entry, what, call, error, fragment). File rows run in a fresh
+scratch folder and use relative names, so the messages in docs/errors.md do not depend on where the tests run."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ import numpy as np
 
 import npattn
 from npattn.optim import SGD, Adam
+from npattn.train.lm import LMHistory
+from npattn.train.lm_run import run_lm
+from npattn.train.text import create_dataloader_v1, default_corpus, read_text
+from npattn.train.tokenizers import load_tokenizer
 
 
 def in_scratch(call: Callable[[], Any]) -> Callable[[], Any]:
@@ -90,6 +94,45 @@ def _huge_npy_header() -> bytes:
     text = "{'descr': '<f8', 'fortran_order': False, 'shape': (1000000, 1000000), }"
     text += " " * (63 - (10 + len(text)) % 64) + "\n"
     return b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text.encode()
+
+
+LM_TINY = {
+    "tokenizer": "char",
+    "context_length": 8,
+    "emb_dim": 8,
+    "n_heads": 2,
+    "n_layers": 1,
+    "batch_size": 2,
+    "eval_every": 10,
+    "eval_iter": 1,
+    "sample_tokens": 2,
+    "text": "t.txt",
+}
+
+
+def _lm_text() -> None:
+    with open("t.txt", "w", encoding="utf-8") as f:
+        f.write(default_corpus()[:3_000])
+
+
+def _lm_run(**kwargs: Any) -> Any:
+    """A tiny language-model run on t.txt (written first) in the working directory."""
+    _lm_text()
+    given = {**LM_TINY, **kwargs.pop("given", {})}
+    return run_lm(given, out=None, **kwargs)
+
+
+def _lm_resume(edit: Callable[[dict[str, Any]], Any], steps: int = 5) -> Any:
+    """Resume a 3-step checkpoint after ``edit`` changed it."""
+    _lm_run(given={"steps": 3}, save="run.npz")
+    state = npattn.load("run.npz")
+    edit(state)
+    npattn.save(state, "run.npz")
+    return run_lm({"text": "t.txt", "steps": steps}, resume="run.npz", out=None)
+
+
+def _lm_history(**entries: Any) -> Any:
+    return LMHistory.from_state_dict({**LMHistory().state_dict(), **entries})
 
 
 def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Exception], str]]:
@@ -284,5 +327,157 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             in_scratch(lambda: (os.mkdir("runs"), npattn.train_task(save="runs"))),
             ckpt,
             "it is a directory",
+        ),
+        (
+            "run_lm(given)",
+            "an unknown setting (was a TypeError)",
+            lambda: _lm_run(given={"foo": 1}),
+            cfg,
+            "unknown setting(s) foo; LMSettings has text, tokenizer",
+        ),
+        (
+            "run_lm(given)",
+            "text=3 (was a TypeError)",
+            lambda: _lm_run(given={"text": 3}),
+            cfg,
+            "text (--text) must be a file path (str) or None, got int",
+        ),
+        (
+            "run_lm(given)",
+            "a list (was a TypeError)",
+            lambda: run_lm([1]),
+            cfg,
+            "run_lm's settings must be a dict of LMSettings fields, got list",
+        ),
+        (
+            "run_lm(given, out=)",
+            "out='x' (was an AttributeError after the run was set up)",
+            lambda: run_lm({}, out="x"),
+            cfg,
+            "out must be a text stream (with write) or None, got str",
+        ),
+        (
+            "run_lm(given, save_every=)",
+            "save_every without save (was ignored)",
+            in_scratch(lambda: _lm_run(save_every=1)),
+            cfg,
+            "save_every=1 needs a save path",
+        ),
+        (
+            "run_lm(given, save=)",
+            "a directory (was found after training)",
+            in_scratch(lambda: (os.mkdir("runs.npz"), _lm_run(save="runs.npz"))),
+            ckpt,
+            "cannot write checkpoint 'runs.npz': it is a directory",
+        ),
+        (
+            "run_lm(given)",
+            "text= a FIFO (was a hang)",
+            in_scratch(lambda: (os.mkfifo("fifo"), _lm_run(given={"text": "fifo"}))),
+            cfg,
+            "text file 'fifo' is a FIFO (named pipe), not a file",
+        ),
+        (
+            "read_text(path)",
+            "/dev/zero (was read without end)",
+            lambda: read_text("/dev/zero"),
+            cfg,
+            "text file '/dev/zero' is a character device, not a file",
+        ),
+        (
+            "run_lm(given)",
+            "top_k above the vocabulary (was refused after the model was built)",
+            in_scratch(lambda: _lm_run(given={"top_k": 100000})),
+            cfg,
+            "top_k (--top-k) 100000 exceeds the vocabulary of 57 tokens",
+        ),
+        (
+            "run_lm(given)",
+            "a prompt outside the char vocabulary (was refused after the first evaluation)",
+            in_scratch(lambda: _lm_run(given={"prompt": "\u2603"})),
+            cfg,
+            "prompt (--prompt) '\u2603': character '\u2603' (U+2603) is not in",
+        ),
+        (
+            "run_lm(given, resume=)",
+            "steps below the checkpoint's (was 'done: 3 steps')",
+            in_scratch(lambda: _lm_resume(lambda s: None, steps=1)),
+            cfg,
+            "steps=1 is below the checkpoint's step count 3",
+        ),
+        (
+            "run_lm(given, resume=)",
+            "a stored setting missing (was resumed with the default)",
+            in_scratch(lambda: _lm_resume(lambda s: s["run"]["settings"].pop("n_heads"))),
+            ckpt,
+            "its run settings must hold every LMSettings field; missing ['n_heads']",
+        ),
+        (
+            "run_lm(given, resume=)",
+            "history.batch=10**9 (was a StopIteration)",
+            in_scratch(lambda: _lm_resume(lambda s: s["history"].update(batch=10**9))),
+            ckpt,
+            "history.batch 1000000000 is beyond the",
+        ),
+        (
+            "run_lm(given, resume=)",
+            "a tokenizer entry that is not JSON (was a JSONDecodeError)",
+            in_scratch(lambda: _lm_resume(lambda s: s.update(tokenizer="{"))),
+            ckpt,
+            "its tokenizer entry cannot be read",
+        ),
+        (
+            "run_lm(given, resume=)",
+            "no model entry (was a KeyError)",
+            in_scratch(lambda: _lm_resume(lambda s: s.pop("model"))),
+            ckpt,
+            "missing ['model']",
+        ),
+        (
+            "LMHistory.from_state_dict(state)",
+            "global_step=-5 (was accepted)",
+            lambda: _lm_history(global_step=-5),
+            ckpt,
+            "history.global_step must be a finite integer >= -1, got -5",
+        ),
+        (
+            "LMHistory.from_state_dict(state)",
+            "train_losses='abc' (was a ValueError)",
+            lambda: _lm_history(train_losses="abc"),
+            ckpt,
+            "history.train_losses must be a list of numbers, got str",
+        ),
+        (
+            "LMHistory.from_state_dict(state)",
+            "epoch='x' (was a ValueError)",
+            lambda: _lm_history(epoch="x"),
+            ckpt,
+            "history.epoch must be a finite integer >= 0, got 'x'",
+        ),
+        (
+            "load_tokenizer(path)",
+            "a BPE split pattern that matches nothing (was encoding 'hello world' as [])",
+            in_scratch(
+                lambda: (
+                    open("t.json", "w").write('{"kind": "bpe", "merges": [], "pattern": ""}'),
+                    load_tokenizer("t.json"),
+                )
+            ),
+            cfg,
+            "the split pattern '' leaves 'Hello, wor' (at offset 0) outside its matches",
+        ),
+        (
+            "create_dataloader_v1(txt, tokenizer=)",
+            "tokenizer='gpt2' (was a LookupError)",
+            lambda: create_dataloader_v1("some text", tokenizer="gpt2"),
+            cfg,
+            "tokenizer must be a tokenizer with encode and decode",
+        ),
+        (
+            "train_lm(..., tokenizer)",
+            "tokenizer=None (was an AttributeError)",
+            lambda: npattn.train_lm(None, None, None, None, 1, 1, 1, "The", None),
+            cfg,
+            "got NoneType",
         ),
     ]

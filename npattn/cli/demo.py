@@ -8,17 +8,14 @@ after training. ``--plot FILE.png`` also draws the loss curve and the attention 
 
 from __future__ import annotations
 
-import io
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 import numpy as np
 
-from npattn.errors import ConfigError
 from npattn.optim import Adam
-from npattn.train.atomic import atomic_write, check_target
+from npattn.train.figures import PLOT_HINT, check_plot_target, save_figure
 from npattn.train.loop import History, fit, progress_header, progress_line
 from npattn.train.tasks import SelectiveCopy, attention_weights
 
@@ -28,7 +25,6 @@ DEMO_STEPS = 300
 DEMO_LR = 0.05
 LOG_EVERY = 30
 WEIGHTS = ("W_query", "W_key", "W_value")
-PLOT_HINT = "--plot needs matplotlib: pip install 'npattn[plot]' (or pip install matplotlib)"
 
 
 def format_matrix(a: np.ndarray, row_names: Sequence[str] | None = None, digits: int = 4) -> str:
@@ -71,7 +67,7 @@ def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> i
         except ImportError:
             print(f"npattn demo: {PLOT_HINT}", file=sys.stderr)
             return 2
-        _check_plot_target(plot)
+        check_plot_target(plot)
     task = SelectiveCopy(seed=123)
     k = task.n_classes
     model = task.make_model()
@@ -135,17 +131,6 @@ def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> i
     return 0 if after["accuracy"] > 0.99 else 1
 
 
-def _check_plot_target(path: str) -> None:
-    """Refuse, before training, a --plot path matplotlib cannot write or that is not a file."""
-    from matplotlib.backend_bases import FigureCanvasBase
-
-    check_target(path, "plot")
-    ext = os.path.splitext(path)[1][1:].lower() or "png"
-    if ext not in FigureCanvasBase.get_supported_filetypes():
-        supported = ", ".join(sorted(FigureCanvasBase.get_supported_filetypes()))
-        raise ConfigError(f"--plot {path!r}: matplotlib cannot write .{ext} files (it writes {supported})")
-
-
 def _plot(path: str, history: History, attn_before: np.ndarray, attn_after: np.ndarray, tokens: list[str]) -> None:
     """Loss curve and the before/after attention heatmaps of the shown sequence."""
     import matplotlib
@@ -162,7 +147,5 @@ def _plot(path: str, history: History, attn_before: np.ndarray, attn_after: np.n
         ax.set_xticks(range(len(tokens)), tokens)
         ax.set_yticks(range(len(tokens)), tokens)
     fig.colorbar(image, ax=axes[1:], shrink=0.8)
-    image_bytes = io.BytesIO()
-    fig.savefig(image_bytes, format=os.path.splitext(path)[1][1:].lower() or "png", dpi=100, bbox_inches="tight")
+    save_figure(fig, path, dpi=100, bbox_inches="tight")
     plt.close(fig)
-    atomic_write(path, image_bytes.getvalue(), "plot")

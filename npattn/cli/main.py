@@ -67,12 +67,22 @@ SEED = _integer(0, 2**32 - 1, " (the tasks' and inputs' seeds lie in [0, 2**32))
 COUNT = _integer(0)
 
 
+SIZE_DEFAULTS = {"tokens": 6, "d_in": 3, "d_out": 2, "seed": 123}
+
+
 def _add_sizes(cmd: argparse.ArgumentParser, limit: int, why: str) -> None:
+    """The size options; their defaults (``SIZE_DEFAULTS``) are filled in by ``_sizes``, so that
+    ``trace --book`` can tell a given option from a default one."""
     size = _integer(1, limit, why)
-    cmd.add_argument("--tokens", type=size, default=6, help=f"number of tokens n (default 6, at most {limit})")
-    cmd.add_argument("--d-in", type=size, default=3, help=f"input dimension (default 3, at most {limit})")
-    cmd.add_argument("--d-out", type=size, default=2, help=f"output dimension (default 2, at most {limit})")
-    cmd.add_argument("--seed", type=SEED, default=123, help="seed of the weights and the input (default 123)")
+    cmd.add_argument("--tokens", type=size, help=f"number of tokens n (default 6, at most {limit})")
+    cmd.add_argument("--d-in", type=size, help=f"input dimension (default 3, at most {limit})")
+    cmd.add_argument("--d-out", type=size, help=f"output dimension (default 2, at most {limit})")
+    cmd.add_argument("--seed", type=SEED, help="seed of the weights and the input (default 123)")
+
+
+def _sizes(args: argparse.Namespace) -> dict[str, int]:
+    """The size options, defaults filled in."""
+    return {k: v if (v := getattr(args, k)) is not None else default for k, default in SIZE_DEFAULTS.items()}
 
 
 def _add_lm_options(group: argparse._ArgumentGroup) -> None:
@@ -138,7 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     trace_cmd.add_argument(
         "--book",
         action="store_true",
-        help="the book's input and seeds (123; 789 for --class v2): 6 tokens, d_in=3, d_out=2 (overrides the sizes)",
+        help="the book's input and seeds (123; 789 for --class v2): 6 tokens, d_in=3, d_out=2 "
+        "(not with --tokens, --d-in, --d-out, --seed or --heads)",
     )
     trace_cmd.add_argument("--values", action="store_true", help="also print every stage's array")
     trace_cmd.add_argument(
@@ -176,20 +187,28 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "train":
         return run_train_command(args, sys.stdout)
     if args.command == "trace":
+        if args.book:
+            given = [f"--{k.replace('_', '-')}" for k in (*SIZE_DEFAULTS, "heads") if getattr(args, k) is not None]
+            if given:
+                raise ConfigError(
+                    f"{', '.join(given)}: --book uses the book's input, sizes and seeds; drop --book to set them"
+                )
         if args.heads is not None and args.attention not in ("wrapper", "mha"):
             raise ConfigError(f"--heads applies to --class wrapper or mha, not to {args.attention or 'v1'}")
+        sizes = _sizes(args)
         return run_trace(
-            args.tokens,
-            args.d_in,
-            args.d_out,
-            seed=args.seed,
+            sizes["tokens"],
+            sizes["d_in"],
+            sizes["d_out"],
+            seed=sizes["seed"],
             book=args.book,
             values=args.values,
             attention=args.attention,
             num_heads=2 if args.heads is None else args.heads,
         )
     if args.command == "gradcheck":
-        return run_gradcheck(args.tokens, args.d_in, args.d_out, seed=args.seed)
+        sizes = _sizes(args)
+        return run_gradcheck(sizes["tokens"], sizes["d_in"], sizes["d_out"], seed=sizes["seed"])
     if args.command == "check":
         return run_check_isolated(args.spec, timeout=args.timeout)
     raise NpattnError(f"unknown command {args.command}")

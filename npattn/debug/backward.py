@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from npattn.debug.weights import check_weights, gradient_array
+from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
 
 __all__ = [
@@ -406,21 +408,47 @@ def diagnose_backward(
     """Name the catalogued mistake(s) that reproduce ``grads`` ({"x", "W_query", "W_key", "W_value"}).
 
     "Reproduce" means |grad - candidate| <= atol + rtol * max|candidate| in every tensor. A
-    missing tensor (None) or one of the wrong shape is reported in ``problems``; NaN or inf in
-    ``non_finite``; then no mistake is named.
+    tensor missing (None), of the wrong shape or not a real array (complex, strings, ...) is
+    reported in ``problems``; NaN or inf in ``non_finite``; then no mistake is named.
+
+    Raises:
+        ConfigError: ``grads`` not a mapping, a weight missing, x or a weight not finite, or
+            num_heads not dividing d_out. ShapeError: x, the weights, ``grad_output`` or ``keep``
+            of shapes that do not fit together.
     """
+    if not isinstance(grads, Mapping):
+        raise ConfigError(
+            'grads: expected a mapping {"x": dx, "W_query": dW_query, "W_key": dW_key, "W_value": dW_value}, '
+            f"got {type(grads).__name__}"
+        )
+    x64, *Ws = check_weights(x, weights)
+    x, weights = x64, dict(zip(GRAD_NAMES[1:], Ws))
+    d_out = Ws[0].shape[1]
+    if num_heads and (x.ndim != 3 or d_out % num_heads):
+        raise ConfigError(f"num_heads={num_heads}: needs x (batch, n, d_in) and d_out={d_out} divisible by it")
+    expected = (*x.shape[:-1], d_out)
+    G = np.asarray(grad_output)
+    if G.shape != expected or G.dtype.kind not in "fiu":
+        raise ShapeError(
+            f"grad_output: expected a real array of the output's shape {expected}, got shape {G.shape}, dtype {G.dtype}"
+        )
+    grad_output = G.astype(np.float64)
+    weights_shape = attention_reference(x, weights, causal=causal, num_heads=num_heads)[1].shape
+    if keep is not None and np.shape(keep) != weights_shape:
+        raise ShapeError(f"keep: expected the attention weights' shape {weights_shape}, got {np.shape(keep)}")
     settings = {"causal": causal, "num_heads": num_heads, "keep": keep, "p": p}
     reference = backward_variant(x, weights, grad_output, **settings)  # type: ignore[arg-type]
     user: dict[str, np.ndarray] = {}
     problems, non_finite = [], []
     for name in GRAD_NAMES:
-        g = grads.get(name)
-        if g is None:
-            problems.append(f"no gradient for {name}")
-            continue
-        arr = np.asarray(g, dtype=np.float64)
-        if arr.shape != reference[name].shape:
-            problems.append(f"d{name} has shape {arr.shape}, expected {reference[name].shape} ({name}'s shape)")
+        arr, problem = gradient_array(grads.get(name), reference[name].shape)
+        if arr is None:
+            if problem == "missing":
+                problems.append(f"no gradient for {name}")
+            elif problem.startswith("shape"):
+                problems.append(f"d{name} has shape {problem[6:]}, expected {reference[name].shape} ({name}'s shape)")
+            else:
+                problems.append(f"d{name} is {problem}")
             continue
         if not np.all(np.isfinite(arr)):
             non_finite.append(f"d{name}")

@@ -272,7 +272,8 @@ def diagnose(
         coincide on this input), empty when the output is correct or no known mistake matches.
 
     Raises:
-        ConfigError: a weight is missing. ShapeError, DTypeError: x or the weights do not fit.
+        ConfigError: a weight is missing, or x or a weight holds NaN or inf. ShapeError, DTypeError:
+            x or the weights do not fit.
     """
     x64, Wq, Wk, Wv = check_weights(x, weights)
     out = np.asarray(as_array(to_numpy(output), "output"), dtype=np.float64)
@@ -297,8 +298,8 @@ def diagnose(
         max_diff = float(np.max(np.where(np.isnan(diff), np.inf, diff), initial=0.0))
     if not np.all(np.isfinite(out)):
         bad = int(out.size - np.count_nonzero(np.isfinite(out)))
-        symptoms.append(Symptom("non_finite", f"{bad} of {out.size} output entries are NaN or inf"))
-    correct = _close(out, expected, atol, rtol)
+        symptoms.append(Symptom("non_finite", f"the output is non-finite: {bad} of {out.size} entries are NaN or inf"))
+    correct = _close(out, expected, atol, rtol) and bool(np.all(np.isfinite(out)))  # non-finite never passes
     matches: list[str] = []
     indistinguishable: list[str] = []
     with np.errstate(all="ignore"):

@@ -49,7 +49,7 @@ class RowCheck:
 
     @property
     def passed(self) -> bool:
-        return not np.any(self.row_diffs > self.atol)
+        return not np.any(self.row_diffs > self.atol) and bool(np.all(np.isfinite(self.output)))
 
     def __bool__(self) -> bool:
         return self.passed
@@ -69,6 +69,9 @@ class RowCheck:
         got = ", ".join(f"{v:.4f}" for v in self.output[worst])
         n_bad, n_all = len(self.bad_rows), self.row_diffs.size
         verdict = "PASSED" if self.passed else f"FAILED ({n_bad} of {n_all} rows differ)"
+        non_finite = int(self.output.size - np.count_nonzero(np.isfinite(self.output)))
+        if non_finite:
+            verdict += f"; the output is non-finite: {non_finite} of {self.output.size} entries are NaN or inf"
         return (
             f"single-token check (each token's context vector computed on its own, section 3.4): {verdict}\n"
             f"  worst: {self._row_name(worst)}: on its own [{exp}], batched [{got}], "
@@ -143,7 +146,9 @@ def check_rows(
             for xb in flat_x
         ]
     ).reshape(expected_shape)
-    row_diffs = np.max(np.abs(expected - out), axis=-1, initial=0.0)
+    with np.errstate(invalid="ignore"):
+        diffs = np.abs(expected - out)
+    row_diffs = np.max(np.where(np.isnan(diffs), np.inf, diffs), axis=-1, initial=0.0)  # NaN never passes
     return RowCheck(expected, out, row_diffs, atol, tokens)
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "DROPOUT_P",
     "SEED",
     "dropout_check",
+    "forward_of",
     "grads_of",
     "kept_random_state",
     "load_float64",
@@ -63,10 +64,11 @@ def kept_random_state() -> Iterator[None]:
         np.random.set_state(state)
 
 
-def _array(value: Any) -> np.ndarray:
-    if hasattr(value, "detach"):  # a torch tensor
-        value = value.detach().cpu().numpy()
-    return np.asarray(value, dtype=np.float64)
+def _array(value: Any) -> Any:
+    """A torch tensor as an ndarray; anything else as it is (check_backward judges what it is)."""
+    if all(callable(getattr(value, m, None)) for m in ("detach", "cpu", "numpy")):
+        return value.detach().cpu().numpy()
+    return value
 
 
 def pair_callables(
@@ -116,13 +118,15 @@ def _grad_holder(obj: Any, n: str) -> Any:
 
 
 def _clear_grads(obj: Any) -> None:
-    """Zero Parameter grads and forget dW_* attributes, so nothing stale is read after backward."""
+    """Zero Parameter grads and dW_* attributes (arrays a backward may accumulate into with +=;
+    anything else is forgotten), so nothing stale is read after backward."""
     for n in WEIGHTS:
         holder = _grad_holder(obj, n)
         if holder is not None and getattr(holder, "grad", None) is not None:
             holder.grad = np.zeros_like(np.asarray(holder.data))
         if hasattr(obj, f"d{n}"):
-            setattr(obj, f"d{n}", None)
+            current = getattr(obj, f"d{n}")
+            setattr(obj, f"d{n}", np.zeros_like(current) if isinstance(current, np.ndarray) else None)
 
 
 def grads_of(obj: Any, result: Any, name: str) -> dict[str, Any]:
@@ -144,15 +148,30 @@ def grads_of(obj: Any, result: Any, name: str) -> dict[str, Any]:
             grads[n] = getattr(obj, f"d{n}")
         elif holder is not None and getattr(holder, "grad", None) is not None:
             grad = _array(holder.grad)
-            grads[n] = grad.T if holder is not getattr(obj, n) else grad  # a Linear's weight is (d_out, d_in)
+            linear = holder is not getattr(obj, n) and isinstance(grad, np.ndarray)
+            grads[n] = grad.T if linear else grad  # a Linear's weight is (d_out, d_in)
         else:
             grads[n] = None
     return grads
 
 
+def forward_of(obj: Any, name: str) -> Callable[..., Any]:
+    """The object's ``forward`` (preferred, like the book's classes) or its ``__call__``.
+
+    Raises:
+        ConfigError: it has neither.
+    """
+    if callable(obj):
+        return obj
+    call = getattr(obj, "forward", None)
+    if callable(call):
+        return call
+    raise ConfigError(f"{name} has no forward(x) and is not callable: expected a forward or __call__ taking x")
+
+
 def object_callables(obj: Any, name: str) -> tuple[Callable[..., np.ndarray], Callable[..., dict[str, Any]]]:
     """(forward(x, W) -> out, backward(x, W, G) -> grads) from an object with forward and backward."""
-    call = obj if callable(obj) else obj.forward
+    call = forward_of(obj, name)
 
     def run_forward(x: np.ndarray, W: Mapping[str, np.ndarray]) -> np.ndarray:
         load_float64(obj, W)
@@ -180,9 +199,13 @@ def dropout_check(
     x64 = np.array(x, dtype=np.float64)
     W64 = {n: np.array(weights[n], dtype=np.float64) for n in WEIGHTS}
     try:
-        first, second = forward(x64.copy(), W64), forward(x64.copy(), W64)
+        first, second = (np.asarray(forward(x64.copy(), W64)) for _ in range(2))
     except Exception as exc:
-        return BackwardCheck(title, error=describe_exception(f"{name}'s forward with dropout", exc)), ""
+        error = describe_exception(f"{name}'s forward with dropout", exc)
+        return BackwardCheck(title, error=error, forward_wrong=True), ""
+    if first.dtype.kind not in "fiu":
+        error = f"with dropout={DROPOUT_P} your forward returns an array of dtype {first.dtype}, expected real numbers"
+        return BackwardCheck(title, error=error, forward_wrong=True), ""
     if first.shape != second.shape or not np.array_equal(first, second, equal_nan=True):
         return None, (
             f"5. dropout: not checked: with dropout={DROPOUT_P} your forward gives a different output on every call "
@@ -194,7 +217,7 @@ def dropout_check(
             f"with dropout={DROPOUT_P} your output is not correct attention for any keep mask: the forward's dropout "
             "is wrong (keep each attention weight with probability 1 - p and scale the kept ones by 1/(1 - p))"
         )
-        return BackwardCheck(title, error=error), ""
+        return BackwardCheck(title, error=error, forward_wrong=True), ""
     if keep.all():
         return None, f"5. dropout: not checked: with dropout={DROPOUT_P} no attention weight was dropped"
     settings: dict[str, Any] = {"causal": True, "num_heads": num_heads, "keep": keep, "p": DROPOUT_P}

@@ -36,10 +36,11 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from npattn import _html
+from npattn._checks import as_array
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
-from npattn.debug.backcheck import BackwardCheck, check_backward
+from npattn.debug.backcheck import check_backward
 from npattn.debug.backward import attention_reference
+from npattn.debug.checkreport import CheckReport
 from npattn.debug.diagnose import Diagnosis, Symptom, diagnose
 from npattn.debug.formulas import WEIGHT_NAMES
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
@@ -47,13 +48,14 @@ from npattn.debug.rows import RowCheck, check_rows
 from npattn.debug.userbackward import (
     DROPOUT_P,
     dropout_check,
+    forward_of,
     kept_random_state,
     object_callables,
     pair_callables,
     seeded,
 )
-from npattn.debug.weights import to_numpy, weights_of
-from npattn.errors import ConfigError, NpattnError
+from npattn.debug.weights import check_weights, to_numpy, weights_of
+from npattn.errors import ConfigError, DTypeError, NpattnError, ShapeError
 from npattn.nn.attention import MultiHeadAttention, SelfAttention_v1
 
 __all__ = [
@@ -127,6 +129,7 @@ class UserAttention:
     backward_target: Any = None  # NAME_backward of a pair
     num_heads: int | None = None  # a multi-head class
     obj: Any = None  # the object prepare built or loaded
+    note: str = ""  # what was chosen when the file offers more than one thing to check
 
     def _construct(self, d_in: int, d_out: int, dropout: float = 0.0) -> Any:
         """The class built with the first of the book's call forms its constructor accepts."""
@@ -179,16 +182,42 @@ class UserAttention:
         self.obj = obj
         for n in WEIGHT_NAMES:
             _assign(obj, n, W[n], f"{self.name}.{n}")
+        if getattr(obj, "out_proj", None) is not None:
+            self.note = _identity_out_proj(obj, W["W_query"].shape[1], self.name)
         if _is_torch(obj):
             import torch
 
             return lambda x: to_numpy(obj(torch.from_numpy(np.ascontiguousarray(x))))
-        call = seeded(obj if callable(obj) else obj.forward)  # a class with forward but no __call__
+        call = seeded(forward_of(obj, self.name))
         return lambda x: to_numpy(call(x))
 
     def run(self, x: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
         """Run on x with the given (d_in, d_out) weights; returns the output as an ndarray."""
         return self.prepare(weights)(x)
+
+
+def _identity_out_proj(obj: Any, d_out: int, name: str) -> str:
+    """Set the object's ``out_proj`` (a Linear or a (d_out, d_out) array) to the identity, bias 0, so
+    the heads' merged output is what is compared; returns the note that says so (or that it could not)."""
+    out_proj = obj.out_proj
+    weight = getattr(out_proj, "weight", None if callable(out_proj) else out_proj)
+    try:
+        shape = np.shape(to_numpy(weight)) if weight is not None else None
+    except Exception:
+        shape = None
+    if shape != (d_out, d_out):
+        return (
+            f"note: {name} has an out_proj npattn check cannot set to the identity: npattn check compares "
+            "attention without an output projection, so with it the forward cannot match"
+        )
+    _assign(obj, "out_proj", np.eye(d_out), f"{name}.out_proj")
+    bias = getattr(out_proj, "bias", None) if hasattr(out_proj, "weight") else None
+    if bias is not None and np.shape(to_numpy(bias)) == (d_out,):
+        _assign(out_proj, "bias", np.zeros(d_out), f"{name}.out_proj.bias")
+    return (
+        f"note: {name} has an out_proj: it was set to the identity (weight I, bias 0), because npattn check "
+        "compares attention without an output projection; its own gradient is not checked"
+    )
 
 
 def _require_weights(obj: Any, name: str) -> None:
@@ -233,6 +262,8 @@ def load_attention(spec: str) -> UserAttention:
 
 def _import_file(path_text: str) -> ModuleType:
     path = Path(path_text)
+    if path.is_dir():
+        raise ConfigError(f"{path_text} is a directory, expected a Python file (FILE.py:NAME)")
     if not path.is_file():
         raise ConfigError(f"no such file: {path_text}")
     module_name = f"_npattn_user_{path.stem}_{uuid.uuid4().hex[:8]}"
@@ -258,8 +289,14 @@ def attention_from_module(module: ModuleType, name: str, path_text: str = "") ->
     """
     path_text = path_text or str(getattr(module, "__file__", module.__name__))
     pair = [getattr(module, f"{name}_{part}", None) for part in ("forward", "backward")]
-    if not hasattr(module, name) and all(callable(f) for f in pair):
-        return UserAttention(name, "pair", pair[0], backward_target=pair[1])
+    if all(callable(f) for f in pair):
+        note = (
+            f"note: {path_text} defines {name} as well as {name}_forward and {name}_backward; the pair is "
+            f"checked (it has the backward), {name} itself is not: give one of them another name to check the other"
+            if hasattr(module, name)
+            else ""
+        )
+        return UserAttention(name, "pair", pair[0], backward_target=pair[1], note=note)
     if not hasattr(module, name):
         defined = sorted(
             k
@@ -271,7 +308,8 @@ def attention_from_module(module: ModuleType, name: str, path_text: str = "") ->
     if inspect.isclass(target):
         multihead = _has_parameter(target, "num_heads")
         return UserAttention(name, "class", target, num_heads=NUM_HEADS if multihead else None)
-    if all(hasattr(target, n) for n in WEIGHT_NAMES) and callable(target):
+    runs = callable(target) or callable(getattr(target, "forward", None))
+    if all(hasattr(target, n) for n in WEIGHT_NAMES) and runs:
         return UserAttention(name, "instance", target)
     if callable(target) and _accepts(target, 4):
         return UserAttention(name, "function", target)
@@ -283,93 +321,6 @@ def attention_from_module(module: ModuleType, name: str, path_text: str = "") ->
     )
 
 
-@dataclass
-class CheckReport:
-    """The checks of ``npattn check``; truthy when the output is correct and, when the user's code
-    has a backward, every gradient is right (``backward``; ``dropout``: the backward with dropout
-    of a causal class, ``dropout_note`` when that was not checked)."""
-
-    name: str
-    kind: str
-    output: np.ndarray
-    shape_check: ShapeCheck
-    row_check: RowCheck | None
-    row_check_skipped: str
-    diagnosis: Diagnosis
-    causal: bool = False
-    built_as: str = ""
-    backward: BackwardCheck | None = None
-    dropout: BackwardCheck | None = None
-    dropout_note: str = ""
-    num_heads: int | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.diagnosis.correct and all(c is None or c.passed for c in (self.backward, self.dropout))
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    def __str__(self) -> str:
-        what = {
-            "class": "a class",
-            "instance": "an instance",
-            "function": "a function of (x, W_query, W_key, W_value)",
-            "pair": f"{self.name}_forward and {self.name}_backward",
-        }
-        if self.causal:
-            built = f", built as {self.built_as}" if self.built_as else ""
-            as_what = f"multi-head causal attention ({self.num_heads} heads)" if self.num_heads else "causal attention"
-            d_out = self.output.shape[-1] if self.num_heads else 2
-            lines = [
-                f"checking {self.name} ({what[self.kind]}{built}) as {as_what} on the book's batch "
-                f"(2, 6, 3) with the seed-123 weights (d_out={d_out})",
-                "",
-                "output" + (" (first sequence of the batch):" if self.output.ndim == 3 else ":"),
-            ]
-        else:
-            lines = [
-                f"checking {self.name} ({what[self.kind]}) on the book's input (6 tokens, d_in=3) "
-                "with the seed-123 weights (d_out=2)",
-                "",
-                "output:",
-            ]
-        shown = self.output[0] if self.output.ndim == 3 else self.output
-        rows = np.atleast_2d(shown) if shown.ndim else np.array([[shown]])
-        for i, row in enumerate(rows):
-            token = f"{BOOK_TOKENS[i]:<8} " if i < len(BOOK_TOKENS) and rows.shape[0] == len(BOOK_TOKENS) else ""
-            lines.append("  " + token + "[" + ", ".join(f"{v: .4f}" for v in np.ravel(row)) + "]")
-        lines += ["", "1. shapes: predicted vs actual", str(self.shape_check), ""]
-        lines.append("2. " + (str(self.row_check) if self.row_check is not None else self.row_check_skipped))
-        lines += ["", "3. " + str(self.diagnosis)]
-        if self.backward is not None:
-            lines += ["", str(self.backward)]
-        if self.dropout is not None:
-            lines += ["", str(self.dropout)]
-        elif self.dropout_note:
-            lines += ["", self.dropout_note]
-        lines += ["", f"{self.name}: {self.verdict()}"]
-        return "\n".join(lines)
-
-    __repr__ = __str__
-
-    def verdict(self) -> str:
-        """One line: PASSED or FAILED, and which of forward and backward is right."""
-        forward = "the forward is right" if self.diagnosis.correct else "the forward is wrong"
-        if self.backward is None:
-            return f"{'PASSED' if self.passed else 'FAILED'}: {forward} (no backward to check)"
-        backward = all(c is None or c.passed for c in (self.backward, self.dropout))
-        if self.passed:
-            return "PASSED: the forward and the backward are right"
-        return f"FAILED: {forward}, the backward is {'right' if backward else 'wrong'}"
-
-    def _repr_html_(self) -> str:
-        rows = [[r.name, str(r.expected), str(r.actual), "ok" if r.ok else "MISMATCH"] for r in self.shape_check.rows]
-        parts = [_html.table(["stage", "predicted", "actual", ""], rows, caption=f"npattn check {self.name}: shapes")]
-        parts += [c._repr_html_() for c in (self.backward, self.dropout) if c is not None]
-        return _html.wrap(*parts, text=str(self))
-
-
 def check_attention(
     attention: UserAttention | str, *, x: np.ndarray | None = None, weights: Mapping[str, Any] | None = None
 ) -> CheckReport:
@@ -377,12 +328,17 @@ def check_attention(
     book's input) with ``weights`` (default: the seed-123 weights) and check its output.
 
     Raises:
-        ConfigError: from ``load_attention``, or weights the user's object cannot hold.
+        ConfigError: ``attention`` of another kind; from ``load_attention``; weights the user's object
+            cannot hold; x or the weights holding NaN or inf.
+        ShapeError, DTypeError: x that does not fit the weights (checked before the user's code runs);
+            an output that is not real numbers (complex, strings, objects).
         NpattnError: whatever the user's code raised, wrapped with its name and message.
     """
-    if not isinstance(attention, (str, UserAttention)):
-        got = type(attention).__name__
-        raise ConfigError(f"check_attention expects a 'FILE.py:NAME' spec or a UserAttention, got {got}")
+    if not isinstance(attention, (UserAttention, str)):
+        raise ConfigError(
+            "check_attention: expected a 'FILE.py:NAME' spec or a UserAttention "
+            f"(npattn.debug.usercode.attention_from_module(module, NAME)), got {type(attention).__name__}"
+        )
     with kept_random_state():
         return _check(load_attention(attention) if isinstance(attention, str) else attention, x, weights)
 
@@ -392,10 +348,16 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
         W = weights_of(weights)
     else:
         W = multihead_weights() if user.num_heads else book_weights()
+    # x and the weights are checked before any of the user's code runs (without x: the weights alone)
+    check_weights(x if x is not None else np.zeros((1, np.shape(W["W_query"])[0])), W)
     run = user.prepare(W)
     causal = user.causal
     if x is None:
         x = book_batch() if causal else book_inputs()  # the book runs its causal classes on the batch
+    x = as_array(to_numpy(x), "x")  # real numbers, a float dtype kept (ints and bools become float64)
+    check_weights(x, W)
+    if user.num_heads and x.ndim != 3:
+        raise ShapeError(f"x: multi-head attention is checked on a batch (batch, n, d_in), got shape {x.shape}")
     try:
         output = np.asarray(run(np.array(x)))  # a copy: the user's code may write into its input
     except NpattnError:
@@ -404,6 +366,8 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
         frames = traceback.extract_tb(exc.__traceback__)
         where = f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
         raise ConfigError(f"{user.name} raised {type(exc).__name__}: {exc}{where}") from exc
+    if output.dtype.kind not in "fiu":  # never compared after a silent conversion (complex, strings, objects)
+        raise DTypeError(f"{user.name} returned an output of dtype {output.dtype}, expected a real floating array")
     n, d_in = x.shape[-2:]
     d_out = W["W_query"].shape[1]
     batch = x.shape[0] if x.ndim == 3 else None
@@ -427,7 +391,7 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
         diagnosis = diagnose(x, W, output, causal=causal)
     report = CheckReport(
         user.name, user.kind, output, shape_check, row_check, skipped, diagnosis, causal, user.built_as,
-        num_heads=user.num_heads,
+        num_heads=user.num_heads, note=user.note,
     )
     if user.has_backward:
         title = "4. backward: loss = sum(output * G), G random normal (seed 0), float64"
@@ -437,6 +401,8 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
         )
         if causal and user.kind == "class":
             obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
+            if getattr(obj, "out_proj", None) is not None:
+                _identity_out_proj(obj, d_out, user.name)
             report.dropout, report.dropout_note = dropout_check(obj, user.name, x, W, num_heads=user.num_heads)
     return report
 

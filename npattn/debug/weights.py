@@ -12,7 +12,7 @@ from npattn._checks import as_array
 from npattn.debug.formulas import WEIGHT_NAMES
 from npattn.errors import ConfigError, ShapeError
 
-__all__ = ["check_weights", "to_numpy", "weights_of"]
+__all__ = ["check_weights", "gradient_array", "to_numpy", "weights_of"]
 
 
 def to_numpy(value: Any) -> np.ndarray:
@@ -65,7 +65,8 @@ def check_weights(x: Any, weights: Mapping[str, Any]) -> tuple[np.ndarray, np.nd
     """Validate x (..., n, d_in) and the three (d_in, d_out) weights; returns float64 copies.
 
     Raises:
-        ConfigError: a weight missing. ShapeError: shapes that do not fit together.
+        ConfigError: a weight missing, or NaN/inf in x or a weight (no check can pass or fail on
+            them). ShapeError: shapes that do not fit together.
     """
     W = weights_of(weights)
     x64 = np.asarray(as_array(to_numpy(x), "x"), dtype=np.float64)
@@ -73,12 +74,52 @@ def check_weights(x: Any, weights: Mapping[str, Any]) -> tuple[np.ndarray, np.nd
         raise ShapeError(f"x: expected shape (n, d_in) or (batch, n, d_in), got {x64.shape}")
     d_in = x64.shape[-1]
     d_out = W["W_query"].shape[-1] if W["W_query"].ndim == 2 else None
+    shapes = {w.shape for w in W.values()}
+    if len(shapes) == 1 and W["W_query"].ndim == 2 and W["W_query"].shape[0] != d_in:  # the weights agree: x is off
+        raise ShapeError(
+            f"x: expected shape (..., n, d_in={W['W_query'].shape[0]}) for weights of shape {W['W_query'].shape} "
+            f"(d_in, d_out), got {x64.shape}"
+        )
     for name, w in W.items():
         if w.ndim != 2 or w.shape != (d_in, d_out):
             raise ShapeError(
                 f"{name}: expected shape (d_in={d_in}, d_out) with the same d_out for all three weights "
                 f"(W_query is {W['W_query'].shape}), got {w.shape}"
             )
+    for name, a in (("x", x64), *W.items()):
+        finite = int(np.count_nonzero(np.isfinite(a)))
+        if finite != a.size:
+            raise ConfigError(
+                f"{name} holds NaN or inf ({a.size - finite} of {a.size} entries non-finite): "
+                "expected finite numbers (nothing can be checked against a non-finite input)"
+            )
     return (x64, *(np.asarray(W[n], dtype=np.float64) for n in WEIGHT_NAMES))  # type: ignore[return-value]
 
 
+def gradient_array(value: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndarray | None, str]:
+    """(the gradient as float64, "") when ``value`` is a real floating or integer array (or a torch
+    tensor) of ``expected_shape``; else (None, what it is: "missing", "complex (complex128)",
+    "strings (<U1)", "shape (2, 3)", "not an array (ValueError: ...)", ...). Never converts silently
+    (a complex gradient keeps its imaginary part out of the check by failing it) and never raises
+    for what user code returned (KeyboardInterrupt and the like propagate)."""
+    if value is None:
+        return None, "missing"
+    try:
+        if all(callable(getattr(value, m, None)) for m in ("detach", "cpu", "numpy")):  # a torch tensor
+            value = value.detach().cpu().numpy()
+        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    except Exception as exc:
+        return None, f"not an array ({type(value).__name__}: {type(exc).__name__}: {str(exc)[:60]})"
+    kind = arr.dtype.kind
+    if kind == "c":
+        return None, f"complex ({arr.dtype}): a gradient of a real loss is real"
+    if kind in "US":
+        return None, f"strings ({arr.dtype})"
+    if kind == "b":
+        return None, "booleans (bool)"
+    if kind not in "fiu":
+        what = type(value).__name__ if isinstance(value, (tuple, list)) or not arr.ndim else "array"
+        return None, f"not a numeric array ({what} of dtype {arr.dtype})"
+    if arr.shape != tuple(expected_shape):
+        return None, f"shape {arr.shape}"
+    return np.array(arr, dtype=np.float64), ""

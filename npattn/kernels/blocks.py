@@ -1,18 +1,27 @@
-"""Shared helpers of the fast paths (fused, tiled): input checks, row-parallel elementwise work on a
-small thread pool (one thread per core), the causal mask on a block.
+"""Shared helpers of the fast paths (fused, tiled): input checks, parallel work on a small thread
+pool (one thread per core), the causal mask on a block.
 
-NumPy releases the GIL inside its ufunc loops, so two Python threads that each run ``np.exp``,
-``np.subtract``, ... on their own rows use two cores. BLAS calls are never made from the pool:
-the fast paths alternate between a matrix product (in the calling thread, where OpenBLAS uses its
-own threads) and an elementwise phase (here), so the two never compete for the cores.
+NumPy releases the GIL inside its ufunc loops and BLAS calls, so Python threads that work on
+their own rows or slabs use several cores. Two ways to split the work:
+
+- ``run_rows``: one elementwise phase, its rows split over the pool, while the matrix products run
+  in the calling thread (where BLAS uses its own threads), so the two never compete for the cores.
+- ``run_slabs``: whole (n, k) slabs (one head of one sequence each) split over the pool, each
+  worker running its products on one BLAS thread and its elementwise work in its own cache. One
+  hand-off per call instead of one per product and per phase: every multi-threaded BLAS call and
+  every hand-off waits for the slowest thread, and on a busy machine that wait is what costs
+  most. It needs a BLAS whose thread count can be set for the duration (``threadpoolctl``,
+  installed with ``pip install npattn[fast]``); without it, slabs run one after the other in
+  the calling thread with ``run_rows``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -26,9 +35,15 @@ __all__ = [
     "check_qkv",
     "flat",
     "flush_below",
+    "key_end",
+    "like",
     "num_workers",
     "row_dot",
     "run_rows",
+    "run_slabs",
+    "serial_rows",
+    "skipped_nans",
+    "splits_slabs",
 ]
 
 MIN_PARALLEL_ELEMENTS = 1 << 17
@@ -69,6 +84,62 @@ def run_rows(fn: Callable[[int, int], None], n_rows: int, row_elements: int) -> 
     fn(*first)
     for f in futures:
         f.result()
+
+
+def serial_rows(fn: Callable[[int, int], None], n_rows: int, row_elements: int) -> None:
+    """``run_rows`` in the calling thread: ``fn(0, n_rows)`` (what a pool worker uses)."""
+    fn(0, n_rows)
+
+
+RowRunner = Callable[[Callable[[int, int], None], int, int], None]
+_blas: Any = None  # threadpoolctl's controller of the loaded BLAS, False when unavailable
+
+
+def _blas_controller() -> Any:
+    """threadpoolctl's controller of the loaded BLAS libraries, or False without threadpoolctl."""
+    global _blas
+    if _blas is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            _blas = ThreadpoolController().select(user_api="blas") or False
+        except ImportError:
+            _blas = False
+    return _blas
+
+
+def splits_slabs(count: int) -> bool:
+    """Whether ``run_slabs`` can split ``count`` slabs over the cores (with BLAS on one thread)."""
+    return count > 1 and num_workers() > 1 and bool(_blas_controller())
+
+
+def run_slabs(fn: Callable[[tuple, RowRunner], None], slabs: Sequence[tuple], slab_elements: int) -> None:
+    """Call ``fn(s, rows)`` for every slab index s; ``rows`` is the row runner fn must use.
+
+    Split over the pool (BLAS on one thread, ``rows = serial_rows``) when there are several
+    slabs and cores, the work is at least MIN_PARALLEL_ELEMENTS and BLAS threads can be limited;
+    else one slab after another in the calling thread with ``rows = run_rows``. ``fn`` must
+    write only its own slab's outputs.
+    """
+    workers = min(num_workers(), len(slabs))
+    if not (splits_slabs(len(slabs)) and len(slabs) * slab_elements >= MIN_PARALLEL_ELEMENTS):
+        for s in slabs:
+            fn(s, run_rows)
+        return
+
+    def chunk(part: Sequence[tuple]) -> None:
+        for s in part:
+            fn(s, serial_rows)
+
+    bounds = [len(slabs) * i // workers for i in range(workers + 1)]
+    first, *rest = (slabs[a:b] for a, b in pairwise(bounds))
+    with _blas_controller().limit(limits=1):  # BLAS back to its own thread count on the way out
+        futures = [_get_pool().submit(chunk, part) for part in rest]
+        try:
+            chunk(first)
+        finally:
+            for f in futures:
+                f.result()
 
 
 _TRIU: dict[int, np.ndarray] = {}
@@ -140,8 +211,42 @@ def flat(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).reshape(-1, *a.shape[-2:])
 
 
+def like(a: np.ndarray, last: int) -> np.ndarray:
+    """An empty (..., r, last) array whose axes lie in memory in the order of ``a``'s (..., r, c).
+
+    Heads split from (b, n, d_out) are a (b, h, n, hd) view of (b, n, h, hd) memory; an output or
+    gradient laid out the same way merges back to (b, n, d_out) without a copy.
+    """
+    order = [*sorted(range(a.ndim - 1), key=lambda i: a.strides[i], reverse=True), a.ndim - 1]
+    shape = [*(a.shape[i] for i in order[:-1]), last]
+    return np.empty(shape, dtype=a.dtype).transpose(np.argsort(order))
+
+
+def key_end(e: int, m: int, causal: bool) -> int:
+    """Keys [0, key_end) that query rows [.., e) may see: all m, or (causal) keys 0 .. e - 1.
+
+    Causal attention skips every key after a block's last query: in a (b, h, n, n) problem that
+    halves the work of every matrix product and elementwise pass.
+    """
+    return min(m, e) if causal else m
+
+
+def skipped_nans(out: np.ndarray, values: np.ndarray, causal: bool) -> None:
+    """Causal paths that skip the keys after a block's queries: give ``out`` (..., n, kv) the NaNs
+    the reference path has.
+
+    The reference path multiplies a masked key's weight, exactly 0, by its value: a NaN or inf in
+    any value makes that column NaN in every row (0 * NaN). The skipped products never multiply,
+    so the column is set to NaN here: every path gives the same NaN pattern.
+    """
+    if causal:
+        bad = ~np.isfinite(values).all(axis=-2)  # (..., kv)
+        if bad.any():
+            out[np.broadcast_to(bad[..., None, :], out.shape) & np.isfinite(out)] = np.nan
+
+
 def augment(a: np.ndarray, column: np.ndarray | float) -> np.ndarray:
-    """(B, r, c) -> (B, r, c + 1): ``a`` with ``column`` appended as its last column."""
+    """(..., r, c) -> (..., r, c + 1): ``a`` with ``column`` appended as its last column."""
     out = np.empty((*a.shape[:-1], a.shape[-1] + 1), dtype=a.dtype)
     out[..., :-1] = a
     out[..., -1] = column
@@ -149,8 +254,8 @@ def augment(a: np.ndarray, column: np.ndarray | float) -> np.ndarray:
 
 
 def row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(B, n, c), (B, n, c) -> (B, n): rowsum(a * b) without the (B, n, c) product."""
-    return np.einsum("bij,bij->bi", a, b)
+    """(..., n, c), (..., n, c) -> (..., n): rowsum(a * b) without the (..., n, c) product."""
+    return np.einsum("...ij,...ij->...i", a, b)
 
 
 def flush_below(dtype: np.dtype) -> float:

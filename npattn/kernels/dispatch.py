@@ -11,19 +11,25 @@ Every attention class calls these two instead of ``functional.attention_forward`
   not fuse dropout) and for an explicit ``mask`` array, whatever ``impl`` says.
 - ``"fused"``: ``npattn.fused``: the same math in a few large BLAS calls and one elementwise pass
   each way; keeps one (..., n, m) buffer.
-- ``"tiled"``: ``npattn.tiled``: FlashAttention's blocks; O(n) memory, a little slower.
+- ``"tiled"``: ``npattn.tiled``: FlashAttention's blocks; O(n) memory; with several slabs (heads,
+  sequences) it splits them over the cores, each with its own BLAS thread (``blocks.run_slabs``).
 - ``"auto"`` (the default): ``"reference"`` when a slab is tiny (n * m <= AUTO_SMALL, where
   Python overhead, not arithmetic, is the cost and the reference makes the fewest calls) or the
   leading axes of queries, keys and values differ (broadcasting is the reference's); ``"tiled"``
-  when the fused path's n x m buffer (all slabs) would exceed AUTO_TILED_BYTES; else ``"fused"``.
+  when the fused path's n x m buffer (all slabs) would exceed AUTO_TILED_BYTES, or when there
+  are several slabs to split over the cores (``blocks.splits_slabs``: two or more slabs and
+  cores, and threadpoolctl to keep each worker's BLAS on one thread); else ``"fused"``.
   How they were measured (2-core machine, float32, d = 64; the README has the tables):
   ``benchmarks/bench_crossover.py`` times stages 2-5 forward + backward on every path for n = 8
   to 1024: the reference path is faster up to n = 192 (its few calls beat the fused path's fixed
   cost of ~30 us), the fused path from n = 256 on. ``benchmarks/bench_memory.py`` shows the fused
   path faster than the tiled one at every n where both run (tiled/fused 1.1-1.4 up to n = 16384),
-  so the switch to tiled is a memory rule, not a speed rule: above AUTO_TILED_BYTES per n x m
-  buffer (n > 8192 for one float32 head) the fused path would hold two such buffers (>= 1 GiB),
-  while the tiled path needs O(n) memory for at most ~1.2x the time.
+  for one slab, so for one slab the switch to tiled is a memory rule: above AUTO_TILED_BYTES per
+  n x m buffer (n > 8192 for one float32 head) the fused path would hold two such buffers
+  (>= 1 GiB), while the tiled path needs O(n) memory for at most ~1.2x the time. With several
+  slabs, ``benchmarks/bench_mha.py`` shows the tiled path ahead: the fused path's batched
+  products are BLAS calls that each wait for every BLAS thread, which on a busy machine costs
+  several times the arithmetic, while the tiled path hands work to the cores once per call.
 
 Inputs are (..., n, k), (..., m, k), (..., m, kv): one head (n, k), a batch (b, n, k) or heads
 (b, h, n, k). ``causal=True`` applies the book's mask (key j > query i masked).
@@ -47,6 +53,7 @@ import numpy as np
 
 from npattn._checks import as_array, check_bool, check_positive_int, check_probability
 from npattn.errors import ConfigError, DTypeError, ShapeError
+from npattn.kernels.blocks import splits_slabs
 from npattn.kernels.fused import fused_backward, fused_forward
 from npattn.kernels.tiled import tiled_backward, tiled_forward
 from npattn.nn import functional as F
@@ -89,16 +96,19 @@ def choose_impl(
     """The implementation ``attention`` will run: "reference", "fused" or "tiled" (rules above).
 
     ``dropout=True`` stands for anything only the reference path does (dropout, an explicit mask).
+    An empty sequence (no keys) also runs on the reference path, whatever ``impl`` says: its
+    answer (zeros, as PyTorch gives) is the same on every path, and only the reference defines it.
     """
     check_impl(impl)
-    if record is not None or dropout:
+    if record is not None or dropout or keys.shape[-2] == 0:
         return "reference"
     if impl != "auto":
         return impl
     n, m = queries.shape[-2], keys.shape[-2]
     if n * m <= AUTO_SMALL or not queries.shape[:-2] == keys.shape[:-2] == values.shape[:-2]:
         return "reference"
-    if math.prod(queries.shape[:-2]) * n * m * queries.dtype.itemsize > AUTO_TILED_BYTES:
+    slabs = math.prod(queries.shape[:-2])
+    if slabs * n * m * queries.dtype.itemsize > AUTO_TILED_BYTES or splits_slabs(slabs):
         return "tiled"
     return "fused"
 

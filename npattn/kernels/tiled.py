@@ -22,11 +22,18 @@ blocks K_j, V_j (scale folded into the queries: q = scale * queries):
 
 Row sums come out of the matrix products ([V_j, 1] gives P~ V_j and rowsum(P~) in one call), and
 subtracting L_i and D_i is folded into them too ([q_i, -L_i] @ [K_j, 1]^T), so the elementwise work
-per block is: max, subtract, exp (forward); exp, multiply (backward); on the rows split over the
-cores. ``causal=True`` (the book's mask: key j > query i masked) skips every block that lies wholly
-above the diagonal, and in a block the diagonal crosses, the query rows that precede every key of
-the block; it masks only what is left of the diagonal's band. Any n and m: the last block of
-each axis is simply shorter. Memory: O((n + m) k) plus one (bq, bk) block of scores per step.
+per block is: max, subtract, exp (forward); exp, multiply (backward). ``causal=True`` (the book's
+mask: key j > query i masked) never touches a key after a query block's last query
+(``blocks.key_end``), and in a key block the diagonal crosses, skips the query rows that precede
+every key of the block; it masks only what is left of the diagonal's band. Any n and m: the last
+block of each axis is simply shorter. Memory: O((n + m) k) plus one (bq, bk) block of scores per
+step and core.
+
+Slabs (one head of one sequence: the leading axes) are independent. They are read in place,
+strided views of the caller's arrays (heads split from (b, n, d_out) need no copy), outputs and
+gradients are laid out like the inputs (``blocks.like``: the heads merge back without a copy),
+and ``blocks.run_slabs`` splits them over the cores, each worker with one BLAS thread; one slab
+alone runs in the calling thread with its elementwise work split by rows.
 As in ``npattn.fused``, weights are kept at or above exp(flush_below) (float32 1e-31) so that none
 is subnormal (``blocks.flush_below``); masked weights are exactly 0.
 Dropout is not tiled: ``npattn.kernels.attention`` runs the reference path when dropout is on.
@@ -40,22 +47,28 @@ from functools import partial
 import numpy as np
 
 from npattn._checks import check_positive_int
-from npattn.kernels.blocks import augment, causal_fill, check_qkv, flat, flush_below, row_dot, run_rows
+from npattn.kernels.blocks import (
+    RowRunner,
+    augment,
+    causal_fill,
+    check_qkv,
+    flush_below,
+    key_end,
+    like,
+    row_dot,
+    run_slabs,
+    skipped_nans,
+)
 
 __all__ = ["DEFAULT_BLOCK_K", "DEFAULT_BLOCK_Q", "tiled_backward", "tiled_forward"]
 
-DEFAULT_BLOCK_Q = 1024
-DEFAULT_BLOCK_K = 512
-"""Default block sizes: a (1024, 512) float32 block of scores is 2 MiB, split over two cores (2 MiB L2 each)."""
+DEFAULT_BLOCK_Q = 128
+DEFAULT_BLOCK_K = 2048
+"""Default block sizes: a (128, 2048) float32 block of scores is 1 MiB, in one core's L2 (2 MiB)."""
 
 
 def _blocks(size: int, block: int) -> list[tuple[int, int]]:
     return [(a, min(a + block, size)) for a in range(0, size, block)]
-
-
-def _visible(a: int, b: int, k0: int, causal: bool) -> bool:
-    """Whether key block [k0, ...) has any key that query rows [a, b) may see (key <= query)."""
-    return not causal or k0 <= b - 1
 
 
 def _first_row(a: int, k0: int, causal: bool) -> int:
@@ -110,79 +123,68 @@ def tiled_forward(
     check_qkv(queries, keys, values)
     block_q = check_positive_int(block_q, "block_q")
     block_k = check_positive_int(block_k, "block_k")
-    lead = queries.shape[:-2]
     n, m, kv = queries.shape[-2], keys.shape[-2], values.shape[-1]
     scale = 1.0 / math.sqrt(keys.shape[-1])
-    q = flat(queries * queries.dtype.type(scale))
-    k, v = flat(keys), flat(values)
-    v_aug = augment(v, 1.0)
+    q = queries * queries.dtype.type(scale)
+    v_aug = augment(values, 1.0)
     dtype = q.dtype
-    out = np.empty((q.shape[0], n, kv), dtype=dtype)
-    L = np.empty((q.shape[0], n), dtype=dtype)
-    for b in range(q.shape[0]):
+    out = like(queries, kv)  # laid out like queries: heads merge back without a copy
+    L = np.empty(queries.shape[:-1], dtype=dtype)
+
+    def forward_slab(s: tuple, rows: RowRunner) -> None:
+        """One (n, k) slab (one head of one sequence): out[s] and L[s]."""
         for a, e in _blocks(n, block_q):
             mx = np.full(e - a, -np.inf, dtype=dtype)
             alpha = np.empty(e - a, dtype=dtype)
             acc = np.zeros((e - a, kv + 1), dtype=dtype)  # [alpha-rescaled P~ V, l]
-            for k0, k1 in _blocks(m, block_k):
-                if not _visible(a, e, k0, causal):
-                    break
+            for k0, k1 in _blocks(key_end(e, m, causal), block_k):
                 r = _first_row(a, k0, causal)  # rows a .. r - 1 see no key of this block
-                S = q[b, r:e] @ k[b, k0:k1].T
+                S = q[s][r:e] @ keys[s][k0:k1].T
                 if _crosses(r, k0, k1, causal):
                     causal_fill(S, r, k0, -np.inf)
-                run_rows(partial(_online_softmax_rows, S, mx[r - a :], alpha[r - a :]), e - r, k1 - k0)
+                rows(partial(_online_softmax_rows, S, mx[r - a :], alpha[r - a :]), e - r, k1 - k0)
                 if _crosses(r, k0, k1, causal):
                     causal_fill(S, r, k0, 0.0)  # masked weights exactly 0
                 acc[r - a :] *= alpha[r - a :, None]
-                acc[r - a :] += S @ v_aug[b, k0:k1]
+                acc[r - a :] += S @ v_aug[s][k0:k1]
             l = acc[:, kv]
-            np.divide(acc[:, :kv], l[:, None], out=out[b, a:e])
-            L[b, a:e] = mx + np.log(l)
-    if causal:
-        # The reference and fused paths multiply a masked key's weight, exactly 0, by its value:
-        # a NaN or inf in any value makes that column NaN in every row (0 * NaN). The skipped
-        # blocks never multiply, so do the same here: every path gives the same NaN pattern.
-        bad = ~np.isfinite(v).all(axis=1)  # (B, kv)
-        if bad.any():
-            out[np.broadcast_to(bad[:, None, :], out.shape) & np.isfinite(out)] = np.nan
-    context_vec = out.reshape(*lead, n, kv)
-    return context_vec, (q, k, v_aug, out, L, scale, causal, block_q, block_k)
+            np.divide(acc[:, :kv], l[:, None], out=out[s][a:e])
+            L[s][a:e] = mx + np.log(l)
+
+    run_slabs(forward_slab, list(np.ndindex(*queries.shape[:-2])), n * m)
+    skipped_nans(out, values, causal)  # a NaN value spoils its column in every row, as in the reference
+    return out, (q, keys, v_aug, out, L, scale, causal, block_q, block_k)
 
 
 def tiled_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Returns (d_queries, d_keys, d_values), recomputing each block's weights from L."""
     # forward: context_vec = softmax(q k^T) v, block by block; L = rowmax + log(rowsum)
     q, k, v_aug, out, L, scale, causal, block_q, block_k = cache
-    lead = d_context_vec.shape[:-2]
-    B, n, kv = out.shape
-    m = k.shape[1]
-    G = flat(d_context_vec).astype(q.dtype, copy=False)
+    n, m, kv = out.shape[-2], k.shape[-2], out.shape[-1]
+    G = d_context_vec.astype(q.dtype, copy=False)
     D = row_dot(G, out)  # rowsum(G * O) = rowsum(dA * A)
     q_L = augment(q, -L)  # [q, -L] @ [k, 1]^T = q k^T - L
     k_1 = augment(k, 1.0)
     G_D = augment(G, -D)  # [G, -D] @ [v, 1]^T = G v^T - D
-    d_queries = np.zeros_like(q)
-    d_keys = np.zeros_like(k)
-    d_values = np.zeros((B, m, kv), dtype=q.dtype)
-    for b in range(B):
+    d_queries, d_keys, d_values = like(q, q.shape[-1]), like(k, k.shape[-1]), like(k, kv)
+    for grad in (d_queries, d_keys, d_values):
+        grad.fill(0.0)
+
+    def backward_slab(s: tuple, rows: RowRunner) -> None:
+        """One slab's d_queries[s], d_keys[s], d_values[s]."""
         for a, e in _blocks(n, block_q):
-            for k0, k1 in _blocks(m, block_k):
-                if not _visible(a, e, k0, causal):
-                    break
+            for k0, k1 in _blocks(key_end(e, m, causal), block_k):
                 r = _first_row(a, k0, causal)
-                P = q_L[b, r:e] @ k_1[b, k0:k1].T  # scores - L
-                run_rows(partial(_exp_rows, P), e - r, k1 - k0)
+                P = q_L[s][r:e] @ k_1[s][k0:k1].T  # scores - L
+                rows(partial(_exp_rows, P), e - r, k1 - k0)
                 if _crosses(r, k0, k1, causal):
                     causal_fill(P, r, k0, 0.0)  # masked weights exactly 0
-                d_values[b, k0:k1] += P.T @ G[b, r:e]
-                dS = G_D[b, r:e] @ v_aug[b, k0:k1].T  # dA - D
-                run_rows(partial(_multiply_rows, dS, P), e - r, k1 - k0)
-                d_queries[b, r:e] += dS @ k[b, k0:k1]
-                d_keys[b, k0:k1] += dS.T @ q[b, r:e]
+                d_values[s][k0:k1] += P.T @ G[s][r:e]
+                dS = G_D[s][r:e] @ v_aug[s][k0:k1].T  # dA - D
+                rows(partial(_multiply_rows, dS, P), e - r, k1 - k0)
+                d_queries[s][r:e] += dS @ k[s][k0:k1]
+                d_keys[s][k0:k1] += dS.T @ q[s][r:e]
+
+    run_slabs(backward_slab, list(np.ndindex(*q.shape[:-2])), n * m)
     d_queries *= d_queries.dtype.type(scale)
-    return (
-        d_queries.reshape(*lead, n, -1),
-        d_keys.reshape(*lead, m, -1),
-        d_values.reshape(*lead, m, kv),
-    )
+    return d_queries, d_keys, d_values

@@ -82,11 +82,11 @@ class SelfAttention_v1(Module):
         record = self._record()
         if record:
             record("x", x)
-        # Stage 1: project the same input three ways. The caches keep their own copies of the
-        # weights: editing W_query.data (or an optimizer step) before backward cannot change dx.
-        queries, c_query = F.project_forward(x, self.W_query.data.copy())
-        keys, c_key = F.project_forward(x, self.W_key.data.copy())
-        values, c_value = F.project_forward(x, self.W_value.data.copy())
+        # Stage 1: project the same input three ways, as one product. The cache keeps its own copy
+        # of the weights (side by side): editing W_query.data before backward cannot change dx.
+        (queries, keys, values), c_project = F.project_qkv_forward(
+            x, self.W_query.data, self.W_key.data, self.W_value.data
+        )
         if record:
             record("queries", queries)
             record("keys", keys)
@@ -96,21 +96,18 @@ class SelfAttention_v1(Module):
         context_vec, c_attention = kernels.attention(
             queries, keys, values, impl=self.impl, record=record, copy=False
         )
-        self._cache = (c_query, c_key, c_value, c_attention, context_vec.shape)
+        self._cache = (c_project, c_attention, context_vec.shape)
         return context_vec
 
     def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
         """grad_output (like the output) -> dx (like x) and the gradients of W_query, W_key, W_value
         (``backward`` accumulates them into the ``.grad``s)."""
-        c_query, c_key, c_value, c_attention, out_shape = self._saved()
+        c_project, c_attention, out_shape = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.dtype)
         d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
-        dx_query, dW_query = F.project_backward(d_queries, c_query)
-        dx_key, dW_key = F.project_backward(d_keys, c_key)
-        dx_value, dW_value = F.project_backward(d_values, c_value)
-        grads = [(self.W_query, dW_query), (self.W_key, dW_key), (self.W_value, dW_value)]
-        # x feeds all three projections, so its gradient sums the three paths.
-        return dx_query + dx_key + dx_value, grads
+        # x feeds all three projections, so dx sums the three paths (one product).
+        dx, dW_query, dW_key, dW_value = F.project_qkv_backward(d_queries, d_keys, d_values, c_project)
+        return dx, [(self.W_query, dW_query), (self.W_key, dW_key), (self.W_value, dW_value)]
 
 
 class _ProjectedAttention(Module):
@@ -147,37 +144,52 @@ class _ProjectedAttention(Module):
         self.dropout = Dropout(check_probability(dropout, "dropout"), rng=generator)
         self.register_buffer("mask", F.causal_mask(self.context_length))
 
-    def _project(self, x: np.ndarray, record: Recorder | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Stage 1: x (..., n, d_in) -> queries, keys, values (..., n, d_out)."""
+    def _project(self, x: np.ndarray, record: Recorder | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple]:
+        """Stage 1: x (..., n, d_in) -> queries, keys, values (..., n, d_out), and the cache.
+
+        The three Linear layers as one product (``F.project_qkv_forward``, weights side by side),
+        then each layer's bias.
+        """
         if record:
             record("x", x)
-        queries = self.W_query(x)
-        keys = self.W_key(x)
-        values = self.W_value(x)
+        layers = (self.W_query, self.W_key, self.W_value)
+        qkv, c_project = F.project_qkv_forward(x, *(layer.weight.data.T for layer in layers))
+        c_bias: list = [None, None, None]
+        if self.qkv_bias:
+            qkv, c_bias = zip(*(F.bias_forward(y, layer.bias.data) for y, layer in zip(qkv, layers)))  # type: ignore
+        queries, keys, values = qkv
         if record:
             record("queries", queries)
             record("keys", keys)
             record("values", values)
-        return queries, keys, values
+        return queries, keys, values, (c_project, c_bias)
 
     def _project_backward(
-        self, d_queries: np.ndarray, d_keys: np.ndarray, d_values: np.ndarray
+        self, d_queries: np.ndarray, d_keys: np.ndarray, d_values: np.ndarray, c_qkv: tuple
     ) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
-        """Stage 1 in reverse; x feeds all three projections, so its gradient sums the three paths."""
-        dx_query, grads_query = self.W_query._gradients(d_queries)
-        dx_key, grads_key = self.W_key._gradients(d_keys)
-        dx_value, grads_value = self.W_value._gradients(d_values)
-        return dx_query + dx_key + dx_value, grads_query + grads_key + grads_value
+        """Stage 1 in reverse: dx (the sum of the three paths, ``F.project_qkv_backward``) and the
+        three Linears' parameter gradients."""
+        c_project, c_bias = c_qkv
+        layers = (self.W_query, self.W_key, self.W_value)
+        d_qkv = [d_queries, d_keys, d_values]
+        grads: list[tuple[Parameter, np.ndarray]] = []
+        for i, (layer, cache) in enumerate(zip(layers, c_bias)):
+            if cache is not None:
+                d_qkv[i], d_bias = F.bias_backward(d_qkv[i], cache)
+                grads.append((layer.bias, d_bias))  # type: ignore[arg-type]
+        dx, *dWs = F.project_qkv_backward(d_qkv[0], d_qkv[1], d_qkv[2], c_project)
+        grads += [(layer.weight, dW.T) for layer, dW in zip(layers, dWs)]  # forward used W = weight^T
+        return dx, grads
 
     def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
         """grad_output (like the output) -> dx (like x) and every Linear's parameter gradients
         (``backward`` accumulates them). Stages 5 to 2 (``kernels.attention_backward``), then
         stage 1 (the three Linears).
         """
-        c_attention, out_shape = self._saved()
+        c_qkv, c_attention, out_shape = self._saved()
         d_context_vec = check_grad_output(grad_output, out_shape, self.W_query.weight.dtype)
         d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
-        return self._project_backward(d_queries, d_keys, d_values)
+        return self._project_backward(d_queries, d_keys, d_values, c_qkv)
 
     def _causal_input(self, x: Any) -> tuple[np.ndarray, dict[str, Any]]:
         """Validate a batch (b, n, d_in) with n <= context_length; returns x and the mask argument
@@ -238,13 +250,13 @@ class SelfAttention_v2(_ProjectedAttention):
         """x (n, d_in) or (b, n, d_in) -> context_vec (n, d_out) or (b, n, d_out)."""
         x = as_input(x, self.d_in, self.W_query.weight.dtype)
         record = self._record()
-        queries, keys, values = self._project(x, record)
+        queries, keys, values, c_qkv = self._project(x, record)
         # Stages 2-5: scores, scale + softmax, weights, context.
         # copy=False: queries, keys, values are this forward's own arrays, never handed out.
         context_vec, c_attention = kernels.attention(
             queries, keys, values, impl=self.impl, record=record, copy=False
         )
-        self._cache = (c_attention, context_vec.shape)
+        self._cache = (c_qkv, c_attention, context_vec.shape)
         return context_vec
 
 
@@ -296,14 +308,14 @@ class CausalAttention(_ProjectedAttention):
         """x (b, n, d_in) -> context_vec (b, n, d_out)."""
         x, mask_arg = self._causal_input(x)
         record = self._record()
-        queries, keys, values = self._project(x, record)
+        queries, keys, values, c_qkv = self._project(x, record)
         b, n = x.shape[:2]
         # Stages 2-5: scores, causal mask + scale + softmax, dropout, context.
         context_vec, c_attention = kernels.attention(
             queries, keys, values, **mask_arg, impl=self.impl, **self._dropout_args((b, n, n)), record=record,
             copy=False,  # this forward's own projections, never handed out
         )
-        self._cache = (c_attention, context_vec.shape)
+        self._cache = (c_qkv, c_attention, context_vec.shape)
         return context_vec
 
 
@@ -442,7 +454,7 @@ class MultiHeadAttention(_ProjectedAttention):
         """x (b, n, d_in) -> context_vec (b, n, d_out)."""
         x, mask_arg = self._causal_input(x)
         record = self._record()
-        queries, keys, values = self._project(x, record)
+        queries, keys, values, c_qkv = self._project(x, record)
         b, n = x.shape[:2]
         h = self.num_heads
         # (b, n, d_out) -> (b, num_heads, n, head_dim): the heads become a batch axis.
@@ -461,17 +473,17 @@ class MultiHeadAttention(_ProjectedAttention):
         context_vec = self.out_proj(merged)
         if record:
             record("out_proj", context_vec)
-        self._cache = (c_split_q, c_split_k, c_split_v, c_attention, c_merge)
+        self._cache = (c_qkv, c_split_q, c_split_k, c_split_v, c_attention, c_merge)
         return context_vec
 
     def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
         """grad_output (b, n, d_out) -> dx (b, n, d_in) and every Linear's parameter gradients."""
-        c_split_q, c_split_k, c_split_v, c_attention, c_merge = self._saved()
+        c_qkv, c_split_q, c_split_k, c_split_v, c_attention, c_merge = self._saved()
         d_merged, grads_out = self.out_proj._gradients(grad_output)
         (d_context_vec,) = F.merge_heads_backward(d_merged, c_merge)
         d_queries, d_keys, d_values = kernels.attention_backward(d_context_vec, c_attention)
         (d_queries,) = F.split_heads_backward(d_queries, c_split_q)
         (d_keys,) = F.split_heads_backward(d_keys, c_split_k)
         (d_values,) = F.split_heads_backward(d_values, c_split_v)
-        dx, grads = self._project_backward(d_queries, d_keys, d_values)
+        dx, grads = self._project_backward(d_queries, d_keys, d_values, c_qkv)
         return dx, grads_out + grads

@@ -176,7 +176,8 @@ class Module:
         """Set every trainable Parameter's ``.grad`` to zeros: in place when it is a writeable array
         of the parameter's shape and dtype, a new zeros array when it is anything else; a ``.grad``
         of None stays None (a frozen Parameter's, or one set to None, which backward starts from zeros)."""
-        for param in self.parameters():
+        # A module without children owns all its parameters: no need to walk the tree.
+        for param in self.parameters() if self._modules else self._parameters.values():
             g, data = param.grad, param._data
             if g is None:
                 continue

@@ -47,24 +47,24 @@ def _kind(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def check_source(path: Any) -> str:
-    """The path of an existing regular file to read (symlinks followed).
+def check_source(path: Any, what: str = "checkpoint") -> str:
+    """The path of an existing regular file to read (symlinks followed); ``what`` names it in messages.
 
     Raises:
         CheckpointError: missing, a directory, a device, a FIFO, or unreadable.
     """
-    text = as_path(path)
+    text = as_path(path, f"{what} path")
     try:
         mode = os.stat(text).st_mode
     except FileNotFoundError:
-        raise CheckpointError(f"checkpoint {text!r} does not exist") from None
+        raise CheckpointError(f"{what} {text!r} does not exist") from None
     except OSError as exc:
-        raise CheckpointError(f"cannot read checkpoint {text!r}: {exc.strerror or exc}") from None
+        raise CheckpointError(f"cannot read {what} {text!r}: {exc.strerror or exc}") from None
     kind = _kind(mode)
     if kind:
-        raise CheckpointError(f"checkpoint {text!r} is {kind}, not a file")
+        raise CheckpointError(f"{what} {text!r} is {kind}, not a file")
     if not os.access(text, os.R_OK):
-        raise CheckpointError(f"cannot read checkpoint {text!r}: permission denied")
+        raise CheckpointError(f"cannot read {what} {text!r}: permission denied")
     return text
 
 

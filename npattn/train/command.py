@@ -110,6 +110,7 @@ def train_task(
     resume: str | os.PathLike[str] | None = None,
     log_every: int = 0,
     on_log: Callable[[int, float, History], None] | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> tuple[Module, Optimizer, History, Any]:
     """Train ``SelfAttention_v1`` on a named task for ``steps`` steps in total; returns
     (model, optimizer, history, task).
@@ -119,7 +120,8 @@ def train_task(
     dicts, the history and the step count (the data position: batch t depends only on the seed and
     t). ``resume``: continue the run in that checkpoint up to ``steps`` total, with the task,
     optimizer, lr and seed stored in it; the result equals an uninterrupted run bit for bit.
-    Every argument, the save target and the resumed checkpoint are checked before the first step.
+    Every argument, the save target and the resumed checkpoint are checked before the first step;
+    ``on_start()`` runs then (``npattn train`` prints its header there, so an error comes alone).
 
     Raises:
         ConfigError: unknown task or optimizer, a learning rate the optimizer refuses, a negative
@@ -156,6 +158,8 @@ def train_task(
     if resume is not None:
         history = _restore(saved, atomic.as_path(resume), model, opt, run, start_step)
     last_saved: list[int] = []
+    if on_start is not None:
+        on_start()
 
     def save_checkpoint(step: int, hist: History) -> None:
         if save is not None and ((save_every and step % save_every == 0) or step == run["steps"]):
@@ -231,15 +235,17 @@ def run_train_command(args: Any, out: TextIO) -> int:
                 + ", ".join(f"--{k} {v!r} (checkpoint: {c!r})" for k, (v, c) in clash.items())
             )
     settings = {**defaults, **given}
-    if args.resume is None:
-        print(
-            f"training SelfAttention_v1 on {settings['task']} with {settings['optimizer']}(lr={settings['lr']}), "
-            f"seed {settings['seed']}, {args.steps} steps",
-            file=out,
-        )
-    else:
-        print(f"resuming {args.resume} up to step {args.steps}", file=out)
-    print(progress_header(), file=out)
+
+    def on_start() -> None:
+        if args.resume is None:
+            print(
+                f"training SelfAttention_v1 on {settings['task']} with {settings['optimizer']}(lr={settings['lr']}), "
+                f"seed {settings['seed']}, {args.steps} steps",
+                file=out,
+            )
+        else:
+            print(f"resuming {args.resume} up to step {args.steps}", file=out)
+        print(progress_header(), file=out)
 
     def on_log(step: int, loss: float, history: History) -> None:
         print(progress_line(step, loss, history), file=out)
@@ -256,6 +262,7 @@ def run_train_command(args: Any, out: TextIO) -> int:
             resume=args.resume,
             log_every=args.log_every,
             on_log=on_log,
+            on_start=on_start,
         )
     scores = task.evaluate(model)
     print("held-out: " + ", ".join(f"{k} {v:.6g}" for k, v in scores.items()), file=out)

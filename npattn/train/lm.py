@@ -23,6 +23,7 @@ loader's seed and e), and stops with ``TrainingError`` before a non-finite step 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -32,12 +33,12 @@ from typing import Any, TextIO
 import numpy as np
 
 from npattn._checks import check_nonnegative_int, check_positive_int
-from npattn.errors import ConfigError
+from npattn.errors import CheckpointError, ConfigError
 from npattn.nn.functional.transformer import token_cross_entropy_backward, token_cross_entropy_forward
 from npattn.optim import Optimizer
 from npattn.train.generate import generate
 from npattn.train.loop import check_finite
-from npattn.train.text import DataLoader
+from npattn.train.text import DataLoader, check_tokenizer
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
 
 __all__ = [
@@ -164,19 +165,72 @@ class LMHistory:
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> LMHistory:
-        return cls(
-            train_losses=[float(v) for v in state["train_losses"]],
-            val_losses=[float(v) for v in state["val_losses"]],
-            track_tokens_seen=[int(v) for v in state["track_tokens_seen"]],
-            eval_steps=[int(v) for v in state["eval_steps"]],
-            samples=[(int(step), str(text)) for step, text in state["samples"]],
-            global_step=int(state["global_step"]),
-            epoch=int(state["epoch"]),
-            batch=int(state["batch"]),
-            tokens_seen=int(state["tokens_seen"]),
-            seconds=float(state["seconds"]),
+    def from_state_dict(cls, state: Any) -> LMHistory:
+        """The history ``state_dict`` gave, every entry checked (types, ranges, matching lengths).
+
+        Raises:
+            CheckpointError: a missing or extra entry, or one of the wrong type or out of range
+                (the message names it).
+        """
+        names = [f.name for f in dataclasses.fields(cls)]
+        if not isinstance(state, dict):
+            raise CheckpointError(f"the history must be a dict of {names}, got {type(state).__name__}")
+        missing, extra = [k for k in names if k not in state], sorted(str(k) for k in state if k not in names)
+        if missing or extra:
+            raise CheckpointError(f"the history's entries differ from {names}: {differences(missing, extra)}")
+
+        def number(key: str, value: Any, kind: type, low: float) -> Any:
+            ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+            if kind is int:
+                ok = ok and float(value).is_integer()
+            if not ok or not np.isfinite(float(value)) or value < low:
+                raise CheckpointError(
+                    f"history.{key} must be a finite {'integer' if kind is int else 'number'} >= {low:g}, got {value!r}"
+                )
+            return kind(value)
+
+        def numbers(key: str, kind: type, low: float) -> list[Any]:
+            values = state[key]
+            if isinstance(values, np.ndarray) and values.ndim == 1:
+                values = values.tolist()
+            if not isinstance(values, list):
+                raise CheckpointError(f"history.{key} must be a list of numbers, got {type(values).__name__}")
+            return [number(f"{key}[{i}]", v, kind, low) for i, v in enumerate(values)]
+
+        def samples() -> list[tuple[int, str]]:
+            values = state["samples"]
+            if not isinstance(values, list) or not all(
+                isinstance(v, list) and len(v) == 2 and isinstance(v[1], str) for v in values
+            ):
+                raise CheckpointError("history.samples must be a list of [global_step, text] pairs")
+            return [(number(f"samples[{i}][0]", v[0], int, -1), v[1]) for i, v in enumerate(values)]
+
+        inf = -float("inf")
+        history = cls(
+            train_losses=numbers("train_losses", float, inf),
+            val_losses=numbers("val_losses", float, inf),
+            track_tokens_seen=numbers("track_tokens_seen", int, 0),
+            eval_steps=numbers("eval_steps", int, -1),
+            samples=samples(),
+            global_step=number("global_step", state["global_step"], int, -1),
+            epoch=number("epoch", state["epoch"], int, 0),
+            batch=number("batch", state["batch"], int, 0),
+            tokens_seen=number("tokens_seen", state["tokens_seen"], int, 0),
+            seconds=number("seconds", state["seconds"], float, 0),
         )
+        lengths = {len(getattr(history, k)) for k in ("train_losses", "val_losses", "track_tokens_seen", "eval_steps")}
+        if len(lengths) != 1:
+            raise CheckpointError(
+                "history.train_losses, val_losses, track_tokens_seen and eval_steps must have one entry per "
+                f"evaluation, got lengths {sorted(lengths)}"
+            )
+        return history
+
+
+def differences(missing: list[str], extra: list[str]) -> str:
+    """``missing ['a']; unexpected ['b']``, each part only when it is not empty."""
+    parts = [f"missing {missing}"] * bool(missing) + [f"unexpected {extra}"] * bool(extra)
+    return "; ".join(parts)
 
 
 def progress_line(epoch: int, history: LMHistory) -> str:
@@ -223,6 +277,7 @@ def train_lm(
             than one context window plus one token, or than one batch with drop_last).
         TrainingError: the loss or a gradient became NaN or inf (the weights were not updated).
     """
+    tokenizer = check_tokenizer(tokenizer)
     num_epochs = check_nonnegative_int(num_epochs, "num_epochs")
     eval_freq = check_positive_int(eval_freq, "eval_freq")
     eval_iter = check_positive_int(eval_iter, "eval_iter")

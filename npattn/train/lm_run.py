@@ -16,23 +16,23 @@ import json
 import math
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 import numpy as np
 
 from npattn._checks import check_bool, check_finite, check_nonnegative_int, check_positive_int, check_probability
-from npattn.errors import CheckpointError, ConfigError
+from npattn.errors import CheckpointError, ConfigError, NpattnError
 from npattn.nn.gpt import GPTModel
 from npattn.optim import AdamW
-from npattn.train import checkpoint
-from npattn.train.lm import LMHistory, train_lm
+from npattn.train import atomic, checkpoint
+from npattn.train.figures import check_plot_target, save_figure
+from npattn.train.lm import LMHistory, differences, train_lm
 from npattn.train.text import DataLoader, create_dataloader_v1, default_corpus, read_text, split_train_val
 from npattn.train.tokenizers import TOKENIZER_KINDS, Tokenizer, tokenizer_from_dict, train_tokenizer
 
 __all__ = ["RESUMABLE", "LMSettings", "plot_losses", "run_lm"]
-
-PLOT_HINT = "--plot needs matplotlib: pip install 'npattn[plot]' (or pip install matplotlib)"
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,12 @@ class LMSettings:
             )
         if self.steps is not None and self.epochs is not None:
             raise ConfigError("give --steps or --epochs, not both")
+        if self.text is not None and not isinstance(self.text, (str, os.PathLike)):
+            raise ConfigError(f"text (--text) must be a file path (str) or None, got {type(self.text).__name__}")
+        if isinstance(self.text, os.PathLike):
+            object.__setattr__(self, "text", os.fspath(self.text))  # stored in checkpoints as a str
+        if not isinstance(self.tokenizer, str):
+            raise ConfigError(f"tokenizer (--tokenizer) must be a str, got {type(self.tokenizer).__name__}")
         if not isinstance(self.prompt, str) or not self.prompt:
             raise ConfigError("prompt (--prompt) must be a non-empty text")
 
@@ -152,17 +158,66 @@ def _loaders(text: str, tokenizer: Tokenizer, settings: LMSettings) -> tuple[Dat
     return train_loader, val_loader
 
 
-def _resume_settings(saved: Any, given: dict[str, Any], path: str) -> LMSettings:
-    try:
-        run = saved["run"]
-        if run.get("task") != "lm":
-            raise KeyError("task")
-        stored = dict(run["settings"])
-    except (KeyError, TypeError, AttributeError):
+SETTINGS = tuple(f.name for f in dataclasses.fields(LMSettings))
+CHECKPOINT_ENTRIES = ("run", "tokenizer", "model", "optimizer", "history", "dropout_rng")
+
+
+def _check_given(given: Any) -> dict[str, Any]:
+    """``given`` as a dict of ``LMSettings`` field names (their values are checked by ``LMSettings``)."""
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"run_lm's settings must be a dict of LMSettings fields, got {type(given).__name__}")
+    unknown = sorted(str(k) for k in given if k not in SETTINGS)
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {', '.join(unknown)}; LMSettings has {', '.join(SETTINGS)}")
+    return dict(given)
+
+
+def _read_checkpoint(path: Any) -> tuple[dict[str, Any], LMSettings, Tokenizer, LMHistory]:
+    """A language-model checkpoint with every entry checked: the stored settings (each present and
+    valid), the tokenizer, the history; the model, optimizer and dropout entries are checked when
+    they are loaded, still before the first step."""
+    saved = checkpoint.load(path)
+    name = atomic.as_path(path)
+    run = saved.get("run") if isinstance(saved, dict) else None
+    if not isinstance(run, dict) or run.get("task") != "lm" or not isinstance(run.get("settings"), dict):
+        raise CheckpointError(f"{name!r} is not a checkpoint of a language-model run (npattn train --task lm)")
+    missing = [k for k in CHECKPOINT_ENTRIES if k not in saved]
+    extra = sorted(str(k) for k in saved if k not in CHECKPOINT_ENTRIES)
+    if missing or extra:
         raise CheckpointError(
-            f"{path!r} is not a checkpoint of a language-model run (npattn train --task lm)"
-        ) from None
-    clash = {k: (v, stored.get(k)) for k, v in given.items() if k not in RESUMABLE and stored.get(k) != v}
+            f"{name!r}: expected the entries {list(CHECKPOINT_ENTRIES)}; {differences(missing, extra)}"
+        )
+    stored = run["settings"]
+    missing = [k for k in SETTINGS if k not in stored]
+    extra = sorted(str(k) for k in stored if k not in SETTINGS)
+    if missing or extra:
+        raise CheckpointError(
+            f"{name!r}: its run settings must hold every LMSettings field; {differences(missing, extra)}"
+        )
+    if not isinstance(run.get("text_sha256"), str) or not isinstance(run.get("text_chars"), int):
+        raise CheckpointError(f"{name!r}: run.text_sha256 (a str) and run.text_chars (an int) are missing or malformed")
+    try:
+        settings = LMSettings(**stored)
+    except ConfigError as exc:
+        raise CheckpointError(f"{name!r} holds a bad setting: {exc}") from None
+    try:
+        if not isinstance(saved["tokenizer"], str):
+            raise ConfigError(f"a JSON text is expected, got {type(saved['tokenizer']).__name__}")
+        tokenizer = tokenizer_from_dict(json.loads(saved["tokenizer"]))
+    except (ConfigError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{name!r}: its tokenizer entry cannot be read: {exc}") from None
+    if tokenizer.kind != settings.tokenizer:
+        raise CheckpointError(f"{name!r}: its tokenizer is {tokenizer.kind}, its settings say {settings.tokenizer}")
+    try:
+        history = LMHistory.from_state_dict(saved["history"])
+    except CheckpointError as exc:
+        raise CheckpointError(f"{name!r}: {exc}") from None
+    return saved, settings, tokenizer, history
+
+
+def _resume_settings(stored: LMSettings, given: dict[str, Any]) -> LMSettings:
+    stored_dict = dataclasses.asdict(stored)
+    clash = {k: (v, stored_dict[k]) for k, v in given.items() if k not in RESUMABLE and stored_dict[k] != v}
     if clash:
         raise ConfigError(
             "--resume continues the stored run; these options differ from it: "
@@ -170,10 +225,33 @@ def _resume_settings(saved: Any, given: dict[str, Any], path: str) -> LMSettings
         )
     resumable = {k: v for k, v in given.items() if k in RESUMABLE}
     if "steps" in resumable:
-        stored["epochs"] = None
+        stored_dict["epochs"] = None
     if "epochs" in resumable:
-        stored["steps"] = None
-    return LMSettings(**{**stored, **resumable})
+        stored_dict["steps"] = None
+    return LMSettings(**{**stored_dict, **resumable})
+
+
+def _check_resumed(history: LMHistory, settings: LMSettings, steps_per_epoch: int, name: str) -> None:
+    """The history fits these loaders, and the run asks for at least the steps already taken."""
+    if history.batch > steps_per_epoch:
+        raise CheckpointError(
+            f"{name!r}: history.batch {history.batch} is beyond the {steps_per_epoch} batches of an epoch"
+        )
+    done = history.global_step + 1
+    if settings.steps is not None and settings.steps < done:
+        raise ConfigError(f"steps={settings.steps} is below the checkpoint's step count {done}")
+    if settings.epochs is not None and settings.epochs < history.epoch:
+        raise ConfigError(f"epochs={settings.epochs} is below the checkpoint's epoch count {history.epoch}")
+
+
+def _check_sampling(settings: LMSettings, tokenizer: Tokenizer) -> None:
+    """The samples' settings against the vocabulary, before the model is built."""
+    if settings.top_k is not None and settings.top_k > tokenizer.vocab_size:
+        raise ConfigError(f"top_k (--top-k) {settings.top_k} exceeds the vocabulary of {tokenizer.vocab_size} tokens")
+    try:
+        tokenizer.encode(settings.prompt)
+    except ConfigError as exc:
+        raise ConfigError(f"prompt (--prompt) {settings.prompt!r}: {exc}") from None
 
 
 def run_lm(
@@ -188,43 +266,63 @@ def run_lm(
     """Train a GPT on text with the settings ``given`` (``LMSettings`` fields; the rest default);
     print the run, a progress line per evaluation and the samples to ``out``; returns
     (model, tokenizer, history). ``resume``: continue the run in that checkpoint (``given`` may
-    change only ``RESUMABLE`` settings: train longer, report differently).
+    change only ``RESUMABLE`` settings: train longer, report differently). Every argument, the
+    save and plot targets, the text and the whole resumed checkpoint are checked before the first step.
 
     Raises:
-        ConfigError: a bad setting, a text too short for one batch, a resumed run whose text differs.
-        CheckpointError: an unreadable checkpoint or one of another kind of run.
+        ConfigError: a bad or unknown setting, ``save_every`` without ``save``, a plot path matplotlib
+            cannot write, a text too short for one batch, a prompt the tokenizer cannot encode, a
+            ``top_k`` above the vocabulary, ``steps`` below a resumed run's step count, a resumed run
+            whose text differs.
+        CheckpointError: an unreadable checkpoint, one of another kind of run or with a bad entry
+            (the message names it), a save or plot target that is a directory or in a missing folder.
         TrainingError: a non-finite loss or gradient (the last checkpoint written stays as it was).
     """
-    if save is not None and not os.fspath(save).endswith(".npz"):
-        raise ConfigError(f"--save: a training checkpoint is an .npz file, got {os.fspath(save)!r}")
     save_every = check_nonnegative_int(save_every, "save_every (--save-every)")
+    if out is not None and not callable(getattr(out, "write", None)):
+        raise ConfigError(f"out must be a text stream (with write) or None, got {type(out).__name__}")
+    if save is None and save_every:
+        raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
+    if save is not None:
+        if not atomic.as_path(save).endswith(".npz"):
+            raise ConfigError(f"--save: a training checkpoint is an .npz file, got {atomic.as_path(save)!r}")
+        atomic.check_target(save)
     if plot is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise ConfigError(PLOT_HINT) from None
-    saved = checkpoint.load(resume) if resume is not None else None
-    settings = _resume_settings(saved, given, os.fspath(resume)) if resume is not None else LMSettings(**given)
+        check_plot_target(plot)
+    given = _check_given(given)
+    if resume is not None:
+        saved, stored, tokenizer, resumed = _read_checkpoint(resume)
+        settings = _resume_settings(stored, given)
+    else:
+        settings = LMSettings(**given)
     text, text_sha256 = _load_text(settings)
-    if saved is not None:
-        if saved["run"].get("text_sha256") != text_sha256:
+    history = None
+    if resume is not None:
+        if saved["run"]["text_sha256"] != text_sha256:
             raise ConfigError(
-                f"the text differs from the one the checkpoint was trained on ({saved['run'].get('text_chars')} "
+                f"the text differs from the one the checkpoint was trained on ({saved['run']['text_chars']} "
                 f"characters); pass the same --text FILE (or none, for the default corpus)"
             )
-        tokenizer = tokenizer_from_dict(json.loads(str(saved["tokenizer"])))
+        history = resumed
     else:
         tokenizer = train_tokenizer(settings.tokenizer, text, settings.vocab_size)
     train_loader, val_loader = _loaders(text, tokenizer, settings)
+    if history is not None:
+        _check_resumed(history, settings, len(train_loader), atomic.as_path(resume))
+    _check_sampling(settings, tokenizer)
     cfg = _gpt_config(settings, tokenizer.vocab_size)
     model = GPTModel(cfg, rng=settings.seed, dtype=np.dtype(settings.dtype))
     optimizer = AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
-    history = None
-    if saved is not None:
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        history = LMHistory.from_state_dict(saved["history"])
-        _set_rng_state(model, saved.get("dropout_rng"))
+    if resume is not None:
+        name = atomic.as_path(resume)
+        try:
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+        except NpattnError as exc:
+            raise CheckpointError(
+                f"{name!r}: its model or optimizer entry does not fit the stored settings: {exc}"
+            ) from None
+        _set_rng_state(model, saved["dropout_rng"], name)
     steps_per_epoch = len(train_loader)
     num_epochs = settings.epochs or (math.ceil(settings.steps / steps_per_epoch) if settings.steps is not None else 1)
     run = {"task": "lm", "settings": dataclasses.asdict(settings), "text_sha256": text_sha256, "text_chars": len(text)}
@@ -293,15 +391,19 @@ def _rng_state(model: Any) -> list[Any]:
     ]
 
 
-def _set_rng_state(model: Any, states: Any) -> None:
+def _set_rng_state(model: Any, states: Any, name: str = "the checkpoint") -> None:
     generators = _generators(model)
+    problem = f"{name!r}: its dropout_rng entry does not fit this model"
     if not isinstance(states, list) or len(states) != len(generators):
-        raise CheckpointError("the checkpoint's dropout random state does not fit this model")
+        raise CheckpointError(problem)
     for rng, state in zip(generators, states):
-        if isinstance(rng, np.random.Generator):
-            rng.bit_generator.state = json.loads(str(state["numpy"]))
-        else:
-            rng.set_state(state)
+        try:
+            if isinstance(rng, np.random.Generator):
+                rng.bit_generator.state = json.loads(str(state["numpy"]))
+            else:
+                rng.set_state(state)
+        except (NpattnError, KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"{problem} ({type(exc).__name__}: {exc})") from None
 
 
 def _print_header(
@@ -354,5 +456,5 @@ def plot_losses(history: LMHistory, path: str, steps_per_epoch: int) -> None:
     top.plot(epochs, history.train_losses, alpha=0)  # invisible: aligns the epoch axis
     top.set_xlabel("epochs")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)

@@ -3,7 +3,7 @@
 - ``default_corpus()``: the standard library's documentation topics (``pydoc_data.topics``, the
   text of ``help("assert")`` and the rest, about 465 KB of English in Python 3.11), joined in the
   order of their names; every Python installation carries it, so nothing is downloaded.
-  ``read_text(path)`` reads any UTF-8 file instead.
+  ``read_text(path)`` reads any UTF-8 file instead (a regular file of at most 256 MiB).
 - ``split_train_val(text, 0.9)``: the book's split, the first 90% of the characters for training.
 - ``GPTDatasetV1(txt, tokenizer, max_length, stride)``: the book's dataset. Window i holds tokens
   ``[i * stride, i * stride + max_length)`` as input and the same window shifted by one token as
@@ -24,12 +24,14 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
-from npattn.errors import ConfigError
+from npattn.errors import CheckpointError, ConfigError
+from npattn.train.atomic import check_source
 from npattn.train.tokenizers import Tokenizer
 
 __all__ = [
     "DataLoader",
     "GPTDatasetV1",
+    "check_tokenizer",
     "create_dataloader_v1",
     "default_corpus",
     "read_text",
@@ -53,19 +55,33 @@ def default_corpus() -> str:
     return "".join(topics[name] for name in sorted(topics))
 
 
+MAX_TEXT_BYTES = 256 * 2**20
+"""The largest text ``read_text`` reads (256 MiB): its token ids alone take 8 bytes a token, and
+the book's loop holds them all in memory."""
+
+
 def read_text(path: str | os.PathLike[str]) -> str:
-    """The contents of a UTF-8 text file (a leading byte-order mark is dropped).
+    """The contents of a UTF-8 text file (a leading byte-order mark is dropped), at most
+    ``MAX_TEXT_BYTES``. Only a regular file is read (``atomic.check_source``): a FIFO, a device
+    such as /dev/zero or a directory is refused before it is opened, so nothing hangs.
 
     Raises:
-        ConfigError: the file is missing, unreadable, empty or not UTF-8 (the message gives the
-            offset of the first bad byte).
+        ConfigError: the path is missing, not a regular file, unreadable, larger than
+            ``MAX_TEXT_BYTES``, empty or not UTF-8 (the message gives the offset of the first bad byte).
     """
-    path = os.fspath(path)
+    try:
+        path = check_source(path, "text file")
+    except CheckpointError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            data = f.read(MAX_TEXT_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read the text file {path!r}: {exc.strerror or exc}") from None
+    if len(data) > MAX_TEXT_BYTES:
+        raise ConfigError(
+            f"the text file {path!r} is larger than {MAX_TEXT_BYTES // 2**20} MiB; train on a part of it"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -77,6 +93,21 @@ def read_text(path: str | os.PathLike[str]) -> str:
     if not text:
         raise ConfigError(f"{path!r} is empty")
     return text
+
+
+def check_tokenizer(tokenizer: Any, name: str = "tokenizer") -> Tokenizer:
+    """``tokenizer`` if it has ``encode`` and ``decode`` (a ``Tokenizer``).
+
+    Raises:
+        ConfigError: anything else, e.g. a name such as "gpt2" (build it with ``gpt2_tokenizer()``).
+    """
+    if not all(callable(getattr(tokenizer, method, None)) for method in ("encode", "decode")):
+        got = f"{type(tokenizer).__name__} {tokenizer!r}" if isinstance(tokenizer, str) else type(tokenizer).__name__
+        raise ConfigError(
+            f"{name} must be a tokenizer with encode and decode (CharTokenizer, BPETokenizer, gpt2_tokenizer(), "
+            f"train_tokenizer(kind, text)), got {got}"
+        )
+    return tokenizer
 
 
 def split_train_val(text: str, train_ratio: float = 0.9) -> tuple[str, str]:
@@ -116,7 +147,7 @@ class GPTDatasetV1:
         if token_ids is None:
             if txt is None or tokenizer is None:
                 raise ConfigError("GPTDatasetV1 needs txt and a tokenizer (or token_ids=)")
-            token_ids = tokenizer.encode(txt)
+            token_ids = check_tokenizer(tokenizer).encode(txt)
         ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
         self.token_ids = ids
         starts = np.arange(0, max(len(ids) - self.max_length, 0), self.stride, dtype=np.int64)

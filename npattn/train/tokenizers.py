@@ -57,6 +57,8 @@ TOKENIZER_KINDS = ("char", "bpe", "gpt2")
 # GPT-2's pre-tokenizer, 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+,
 # in the standard library's `re`: [^\W\d_] is a letter, (?:[^\s\w]|_) anything that is neither
 # space, letter nor digit. Every character falls in one alternative, so the pieces cover the text.
+PATTERN_PROBE = "Hello, world! It's 42_x\n\t\r  \u00fc\u03a9 \u4f60\u597d \U0001f642 \x00\x7f\x1b\u00a0\u2028 ... end "
+"""Every class of character (letters, digits, punctuation, whitespace, controls, other scripts, emoji)."""
 GPT2_SPLIT = r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""
 
 
@@ -242,6 +244,7 @@ class BPETokenizer:
             self._split = re.compile(pattern)
         except (re.error, TypeError) as exc:
             raise ConfigError(f"BPETokenizer: the split pattern does not compile: {exc}") from None
+        self._pieces(PATTERN_PROBE)  # a pattern that leaves characters out is refused now, not at encode
         self.ranks = {pair: 256 + r for r, pair in enumerate(self.merges)}
         self.token_bytes = [bytes([b]) for b in range(256)]
         for r, (a, b) in enumerate(self.merges):
@@ -264,12 +267,30 @@ class BPETokenizer:
         if not text:
             raise ConfigError("cannot train a BPE tokenizer on an empty text")
         tokenizer = cls([], pattern)
-        pieces = Counter(tokenizer._split.findall(text))
+        pieces = Counter(tokenizer._pieces(text))
         return cls(_learn_merges(pieces, vocab_size), pattern)
 
     @property
     def vocab_size(self) -> int:
         return 256 + len(self.merges)
+
+    def _pieces(self, text: str) -> list[str]:
+        """The pieces the split pattern cuts ``text`` into, together exactly ``text``; ConfigError if its
+        matches leave characters out (they would be dropped: the round trip must be exact)."""
+        pieces: list[str] = []
+        end = 0
+        for match in self._split.finditer(text):
+            if match.start() != end:
+                break
+            if match.end() > end:
+                pieces.append(match.group())
+                end = match.end()
+        if end != len(text):
+            raise ConfigError(
+                f"BPETokenizer: the split pattern {self.pattern!r} leaves {text[end : end + 10]!r} (at offset {end}) "
+                "outside its matches; those characters would be dropped: the pattern must match the whole text"
+            )
+        return pieces
 
     def _encode_piece(self, piece: str) -> list[int]:
         ids = self._cache.get(piece)
@@ -288,7 +309,7 @@ class BPETokenizer:
     def encode(self, text: str) -> list[int]:
         text = _check_text(text)
         out: list[int] = []
-        for piece in self._split.findall(text):
+        for piece in self._pieces(text):
             out.extend(self._encode_piece(piece))
         return out
 

@@ -100,6 +100,8 @@ BAD_COMMAND_LINES = [
     ["trace", "--seed", "-1"],
     ["trace", "--heads", "2"],
     ["trace", "--class", "mha", "--heads", "0"],
+    ["trace", "--book", "--tokens", "3"],
+    ["trace", "--book", "--class", "v2", "--seed", "5"],
     ["gradcheck", "--d-out", "-2"],
     ["gradcheck", "--tokens", "65"],
     ["gradcheck", "--seed", "x"],
@@ -108,6 +110,21 @@ BAD_COMMAND_LINES = [
     ["demo", "--plot", "."],
     ["bogus"],
 ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["train", "--lr", "nan"], "Invalid learning rate: expected a finite number >= 0, got nan"),
+        (["trace", "--book", "--tokens", "3"], "--tokens: --book uses the book's input, sizes and seeds"),
+        (["trace", "--book", "--class", "v2", "--seed", "5"], "--seed: --book uses the book's input"),
+        (["trace", "--book", "--d-in", "4", "--heads", "3"], "--d-in, --heads: --book uses"),
+    ],
+)
+def test_a_refusal_comes_alone_before_any_output(capsys, argv, message) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and message in captured.err and captured.err.count("\n") == 1
 
 
 @pytest.mark.parametrize("argv", BAD_COMMAND_LINES, ids=" ".join)

@@ -253,5 +253,5 @@ def test_diagnose_rejects_bad_weights(problem):
         diagnose(x, {"W_query": weights["W_query"], "W_key": weights["W_key"]}, np.zeros((5, 3)))
     with pytest.raises(ShapeError, match="W_key"):
         diagnose(x, {**weights, "W_key": np.zeros((4, 2))}, np.zeros((5, 3)))
-    with pytest.raises(ShapeError, match="d_in=4"):
-        diagnose(x, {k: np.zeros((3, 3)) for k in weights}, np.zeros((5, 3)))
+    with pytest.raises(ShapeError, match=r"x: expected shape \(\.\.\., n, d_in=3\).*got \(5, 4\)"):
+        diagnose(x, {k: np.zeros((3, 3)) for k in weights}, np.zeros((5, 3)))  # the weights agree: x is blamed

@@ -192,6 +192,10 @@ def _inverted_rescale(S, mx, alpha, r0, r1):  # exp(mx_new - mx_old) instead of 
     a[a > 0] = 1.0 / a[a > 0]
 
 
+def _short_key_end(e, m, causal):  # the last query of each block loses its own key
+    return min(m, e - 1) if causal else m
+
+
 # name -> (module, attribute, broken replacement, whether the bug is in the backward)
 PLANTED = {
     "tiled: missing D term": (tiled, "row_dot", lambda a, b: np.zeros(a.shape[:2]), True),
@@ -204,6 +208,8 @@ PLANTED = {
     "fused: missing D term": (fused, "row_dot", lambda a, b: np.zeros(a.shape[:2]), True),
     "fused: dS without the weights": (fused, "_multiply_rows", lambda dS, E, r0, r1: None, True),
     "fused: diagonal not masked": (fused, "causal_fill", lambda block, row0, col0, value: None, False),
+    "tiled: causal blocks stop before the diagonal key": (tiled, "key_end", _short_key_end, False),
+    "fused: causal row blocks stop before the diagonal key": (fused, "key_end", _short_key_end, False),
 }
 
 
@@ -244,6 +250,12 @@ def test_choose_impl_rules(monkeypatch):
         assert kernels.choose_impl(impl, mid, mid, mid, dropout=True) == "reference"
         assert kernels.choose_impl(impl, mid, mid, mid, record=lambda name, a: None) == "reference"
     assert kernels.choose_impl("auto", mid[:192], mid[:192], mid[:192]) == "reference"
+    heads = np.zeros((2, 3, 256, 8))  # several slabs: tiled when they can be split over the cores
+    monkeypatch.setattr(blocks, "_blas", False)
+    assert kernels.choose_impl("auto", heads, heads, heads) == "fused"
+    monkeypatch.setattr(blocks, "_blas", True)
+    monkeypatch.setattr(blocks, "num_workers", lambda: 2)
+    assert kernels.choose_impl("auto", heads, heads, heads) == "tiled"
     monkeypatch.setattr(dispatch, "AUTO_TILED_BYTES", 256 * 256 * 8 - 1)
     assert kernels.choose_impl("auto", mid, mid, mid) == "tiled"
     assert (
@@ -263,8 +275,10 @@ def test_dispatcher_errors(rng):
         kernels.attention(q, k[..., :2], v, impl="tiled")
     with pytest.raises(npattn.ShapeError, match="rows"):
         kernels.attention(q, k, v[:, :4], impl="fused")
-    with pytest.raises(npattn.ShapeError, match="no keys"):
-        kernels.attention(q, k[:, :0], v[:, :0], impl="tiled")
+    with pytest.raises(npattn.ShapeError, match="no keys"):  # the path itself; the dispatcher uses the reference
+        kernels.tiled.tiled_forward(q, k[:, :0], v[:, :0])
+    empty, _ = kernels.attention(q, k[:, :0], v[:, :0], impl="tiled")
+    assert empty.shape == (*q.shape[:-1], v.shape[-1]) and not empty.any()
     # The paths themselves take one float32 or float64 dtype; the dispatcher converts (see the numerics tests).
     with pytest.raises(npattn.DTypeError, match="dtypes differ"):
         kernels.fused.fused_forward(q, k.astype(np.float32), v)
@@ -313,4 +327,4 @@ def test_module_impls_agree_and_tracing_uses_the_reference(impl):
     fast._recorder = lambda name, a: stages.append(name)
     fast(x)
     assert "attn_weights" in stages  # the reference path ran, stage by stage
-    assert fast._cache[3][0] == "reference"
+    assert fast._cache[1][0] == "reference"

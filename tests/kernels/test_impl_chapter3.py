@@ -101,3 +101,22 @@ def test_a_changed_mask_buffer_is_honoured_by_every_impl():
 def test_unknown_impl_is_a_clear_error():
     with pytest.raises(npattn.ConfigError, match="impl must be one of"):
         npattn.CausalAttention(3, 2, 6, 0.0, impl="fast")
+
+
+@pytest.mark.parametrize("impl", ["reference", "fused", "tiled", "auto"])
+@pytest.mark.parametrize(
+    ("cls", "args"),
+    [
+        (npattn.SelfAttention_v1, (3, 4)),
+        (npattn.SelfAttention_v2, (3, 4)),
+        (npattn.CausalAttention, (3, 4, 6, 0.0)),
+        (npattn.MultiHeadAttentionWrapper, (3, 4, 6, 0.0, 2)),
+        (npattn.MultiHeadAttention, (3, 4, 6, 0.0, 2)),
+    ],
+)
+def test_an_empty_sequence_works_on_every_path(cls, args, impl):
+    model = cls(*args, rng=1, impl=impl)
+    out = model(np.zeros((2, 0, 3)))
+    assert out.shape == cls(*args, rng=1, impl="reference")(np.zeros((2, 0, 3))).shape
+    assert model.backward(np.zeros(out.shape)).shape == (2, 0, 3)
+    assert all(np.all(p.grad == 0) for p in model.parameters())

@@ -1,5 +1,7 @@
 """The corpus, the book's sliding windows, and seeded batches."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -32,10 +34,26 @@ def test_read_text(tmp_path) -> None:
     path.write_bytes(b"")
     with pytest.raises(ConfigError, match="is empty"):
         read_text(path)
-    with pytest.raises(ConfigError, match=r"cannot read the text file .*missing\.txt'"):
+    with pytest.raises(ConfigError, match=r"text file .*missing\.txt' does not exist"):
         read_text(tmp_path / "missing.txt")
-    with pytest.raises(ConfigError, match="cannot read the text file"):
+    with pytest.raises(ConfigError, match="is a directory, not a file"):
         read_text(tmp_path)
+
+
+def test_read_text_refuses_what_is_not_a_regular_file_and_bounds_the_size(tmp_path, monkeypatch) -> None:
+    import npattn.train.text as text_module
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # opening it would block forever
+    with pytest.raises(ConfigError, match=r"is a FIFO \(named pipe\), not a file"):
+        read_text(fifo)
+    with pytest.raises(ConfigError, match="is a character device, not a file"):
+        read_text("/dev/zero")  # would be read without end
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"x" * 2**20 + b"y")
+    monkeypatch.setattr(text_module, "MAX_TEXT_BYTES", 2**20)
+    with pytest.raises(ConfigError, match="is larger than 1 MiB"):
+        read_text(path)
 
 
 def test_split_is_the_books() -> None:

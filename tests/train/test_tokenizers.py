@@ -90,6 +90,22 @@ def test_split_pattern_covers_every_character() -> None:
     covers()
 
 
+def test_a_split_pattern_that_leaves_characters_out_is_refused(tmp_path) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"kind": "bpe", "merges": [], "pattern": ""}))
+    with pytest.raises(ConfigError, match=r"the split pattern '' leaves 'Hello, wor' .* outside its matches"):
+        T.load_tokenizer(path)  # it encoded "hello world" as []
+    for pattern in (r"[a-z]+| ", r"\w+", r"(?:[^\W\d_]|\s)+"):  # no digits, no punctuation, ...
+        with pytest.raises(ConfigError, match="outside its matches"):
+            T.BPETokenizer([], pattern)
+    sparse = T.BPETokenizer([], r"[^q]+")  # covers the probe text, but not a "q"
+    assert sparse.decode(sparse.encode("hello")) == "hello"
+    with pytest.raises(ConfigError, match=r"leaves 'quit' \(at offset 3\)"):
+        sparse.encode("to quit")
+    with pytest.raises(ConfigError, match="outside its matches"):
+        T.BPETokenizer.train("no q here but quite so", 260, pattern=r"[^q]+")
+
+
 def test_bpe_round_trips_random_text(bpe: T.BPETokenizer) -> None:
     hypothesis = pytest.importorskip("hypothesis")
 

@@ -52,6 +52,8 @@ __all__ = [
     "merge_heads_forward",
     "project_backward",
     "project_forward",
+    "project_qkv_backward",
+    "project_qkv_forward",
     "scores_backward",
     "scores_forward",
     "softmax",
@@ -67,7 +69,7 @@ Recorder = Callable[[str, np.ndarray], None]
 
 def _T(a: np.ndarray) -> np.ndarray:
     """Transpose the last two axes (``a.mT`` in PyTorch)."""
-    return np.swapaxes(a, -1, -2)
+    return a.swapaxes(-1, -2)
 
 
 def _shape_error(stage: str, rule: str, **arrays: np.ndarray) -> ShapeError:
@@ -137,6 +139,32 @@ def project_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.nd
     dx = (d_out_rows @ W.T).reshape(x.shape)
     dW = x.reshape(-1, x.shape[-1]).T @ d_out_rows
     return dx, dW
+
+
+def project_qkv_forward(
+    x: np.ndarray, W_query: np.ndarray, W_key: np.ndarray, W_value: np.ndarray
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple]:
+    """queries, keys, values = x @ W_query, x @ W_key, x @ W_value, as one product.
+
+    x (..., n, d), each W (d, k) -> three (..., n, k) column views of x @ [W_query, W_key, W_value].
+    """
+    qkv, cache = project_forward(x, np.concatenate((W_query, W_key, W_value), axis=1))
+    k = W_query.shape[1]
+    return (qkv[..., :k], qkv[..., k : 2 * k], qkv[..., 2 * k :]), cache
+
+
+def project_qkv_backward(
+    d_queries: np.ndarray, d_keys: np.ndarray, d_values: np.ndarray, cache: tuple
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Returns (dx (..., n, d), dW_query, dW_key, dW_value (d, k) each).
+
+    x feeds all three projections, so dx sums the three paths: dQ W_query^T + dK W_key^T +
+    dV W_value^T = [dQ, dK, dV] @ [W_query, W_key, W_value]^T, one product.
+    """
+    # forward: [queries, keys, values] = x @ [W_query, W_key, W_value]
+    dx, dW = project_backward(np.concatenate((d_queries, d_keys, d_values), axis=-1), cache)
+    k = d_queries.shape[-1]
+    return dx, dW[:, :k], dW[:, k : 2 * k], dW[:, 2 * k :]
 
 
 def bias_forward(y: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, tuple]:
@@ -218,9 +246,9 @@ def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
         raise _shape_error("softmax", "needs at least one axis", z=z)
     if z.shape[axis] == 0:
         return z.copy()
-    z_max = np.max(z, axis=axis, keepdims=True)
+    z_max = z.max(axis=axis, keepdims=True)
     e = np.exp(z - z_max)
-    return e / np.sum(e, axis=axis, keepdims=True)
+    return e / e.sum(axis=axis, keepdims=True)
 
 
 def softmax_forward(attn_scores: np.ndarray, scale: float) -> tuple[np.ndarray, tuple]:
@@ -234,7 +262,7 @@ def softmax_backward(d_attn_weights: np.ndarray, cache: tuple) -> tuple[np.ndarr
     # forward: attn_weights = softmax(attn_scores * scale, axis=-1)
     attn_weights, scale = cache
     _check_grad("softmax_backward", d_attn_weights, attn_weights.shape)
-    row_dot = np.sum(d_attn_weights * attn_weights, axis=-1, keepdims=True)
+    row_dot = (d_attn_weights * attn_weights).sum(axis=-1, keepdims=True)
     d_attn_scores = scale * attn_weights * (d_attn_weights - row_dot)
     return (d_attn_scores,)
 

@@ -1,0 +1,128 @@
+"""The report of ``npattn check FILE.py:NAME`` (``npattn.debug.usercode``): the output, the shape
+check, the single-token check, the diagnosis and, with a backward, the backward checks; one
+verdict over every section."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from npattn import _html
+from npattn.book import BOOK_TOKENS
+from npattn.debug.backcheck import BackwardCheck
+from npattn.debug.diagnose import Diagnosis
+from npattn.debug.predict import ShapeCheck
+from npattn.debug.rows import RowCheck
+
+__all__ = ["CheckReport"]
+
+
+@dataclass
+class CheckReport:
+    """The checks of ``npattn check``; truthy when the output is correct and, when the user's code
+    has a backward, every gradient is right (``backward``; ``dropout``: the backward with dropout
+    of a causal class, ``dropout_note`` when that was not checked)."""
+
+    name: str
+    kind: str
+    output: np.ndarray
+    shape_check: ShapeCheck
+    row_check: RowCheck | None
+    row_check_skipped: str
+    diagnosis: Diagnosis
+    causal: bool = False
+    built_as: str = ""
+    backward: BackwardCheck | None = None
+    dropout: BackwardCheck | None = None
+    dropout_note: str = ""
+    num_heads: int | None = None
+    note: str = ""  # what was chosen or changed (a file with NAME and a pair; an out_proj set to the identity)
+
+    @property
+    def passed(self) -> bool:
+        return self.forward_right and all(c is None or c.passed for c in (self.backward, self.dropout))
+
+    @property
+    def forward_right(self) -> bool:
+        """The output is correct (section 3), and no backward check found the forward wrong (it raised, or
+        with dropout no keep mask explains its output: section 5)."""
+        checks = (self.backward, self.dropout)
+        return self.diagnosis.correct and not any(c is not None and c.forward_wrong for c in checks)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        what = {
+            "class": "a class",
+            "instance": "an instance",
+            "function": "a function of (x, W_query, W_key, W_value)",
+            "pair": f"{self.name}_forward and {self.name}_backward",
+        }
+        if self.causal:
+            built = f", built as {self.built_as}" if self.built_as else ""
+            as_what = f"multi-head causal attention ({self.num_heads} heads)" if self.num_heads else "causal attention"
+            d_out = self.output.shape[-1] if self.num_heads else 2
+            lines = [
+                f"checking {self.name} ({what[self.kind]}{built}) as {as_what} on the book's batch "
+                f"(2, 6, 3) with the seed-123 weights (d_out={d_out})",
+                "",
+                "output" + (" (first sequence of the batch):" if self.output.ndim == 3 else ":"),
+            ]
+        else:
+            lines = [
+                f"checking {self.name} ({what[self.kind]}) on the book's input (6 tokens, d_in=3) "
+                "with the seed-123 weights (d_out=2)",
+                "",
+                "output:",
+            ]
+        shown = self.output[0] if self.output.ndim == 3 else self.output
+        rows = np.atleast_2d(shown) if shown.ndim else np.array([[shown]])
+        for i, row in enumerate(rows):
+            token = f"{BOOK_TOKENS[i]:<8} " if i < len(BOOK_TOKENS) and rows.shape[0] == len(BOOK_TOKENS) else ""
+            lines.append("  " + token + "[" + ", ".join(f"{v: .4f}" for v in np.ravel(row)) + "]")
+        if self.note:
+            lines[1:1] = [self.note]
+        lines += ["", "1. shapes: predicted vs actual", str(self.shape_check), ""]
+        lines.append("2. " + (str(self.row_check) if self.row_check is not None else self.row_check_skipped))
+        lines += ["", "3. " + str(self.diagnosis)]
+        if self.backward is not None:
+            lines += ["", str(self.backward)]
+        if self.dropout is not None:
+            lines += ["", str(self.dropout)]
+        elif self.dropout_note:
+            lines += ["", self.dropout_note]
+        lines += ["", f"{self.name}: {self.verdict()}"]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def verdict(self) -> str:
+        """One line: PASSED or FAILED, and which of forward and backward is right (every section counts)."""
+        if self.diagnosis.correct and not self.forward_right:
+            sections = ((4, self.backward), (5, self.dropout))
+            where = [f"section {i}" for i, c in sections if c is not None and c.forward_wrong]
+            forward = f"the forward is wrong ({', '.join(where)}: see there)"
+        else:
+            forward = "the forward is right" if self.diagnosis.correct else "the forward is wrong"
+        if self.backward is None:
+            return f"{'PASSED' if self.passed else 'FAILED'}: {forward} (no backward to check)"
+        if self.passed:
+            return "PASSED: the forward and the backward are right"
+        checks = [c for c in (self.backward, self.dropout) if c is not None]
+        if any((c.error and not c.forward_wrong) or (c.rows and not c.consistent) for c in checks):
+            backward = "the backward is wrong"
+        elif not any(c.rows for c in checks):
+            backward = "the backward was not checked"
+        elif all(c.passed for c in checks if c.rows):
+            backward = "the backward is right"
+        else:
+            backward = "the backward is the derivative of your forward"
+        return f"FAILED: {forward}, {backward}"
+
+    def _repr_html_(self) -> str:
+        rows = [[r.name, str(r.expected), str(r.actual), "ok" if r.ok else "MISMATCH"] for r in self.shape_check.rows]
+        parts = [_html.table(["stage", "predicted", "actual", ""], rows, caption=f"npattn check {self.name}: shapes")]
+        parts += [c._repr_html_() for c in (self.backward, self.dropout) if c is not None]
+        return _html.wrap(*parts, text=str(self))
