@@ -21,6 +21,7 @@ from training_bad_inputs import training_bad_inputs
 
 import npattn
 from npattn.nn import functional as F
+from npattn.train.generate import generate
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "errors.md"
 
@@ -877,6 +878,19 @@ def _x1_0001(d: np.ndarray, cache: Any) -> tuple[np.ndarray]:
     return (d * 1.0001,)
 
 
+def _tiny_gpt() -> npattn.Module:
+    cfg = dict(vocab_size=5, context_length=4, emb_dim=4, n_heads=2, n_layers=1, drop_rate=0.0, qkv_bias=False)
+    return npattn.GPTModel(cfg, rng=0)
+
+
+def _gpt_with_read_only_grad(name: str) -> npattn.Module:
+    """A tiny GPTModel after a forward on (1, 3) ids, with ``name``'s .grad made read-only."""
+    model = _tiny_gpt()
+    model(np.array([[1, 2, 3]]))
+    dict(model.named_parameters())[name].grad = _read_only_grad(dict(model.named_parameters())[name])
+    return model
+
+
 def reliability_bad_inputs() -> list[BadInput]:
     """Calls that used to change state before failing, give silently wrong answers, or certify
     nothing: bad ``.grad``s, read-only targets, dtypes out of range, checks that cannot fail."""
@@ -1146,6 +1160,56 @@ def reliability_bad_inputs() -> list[BadInput]:
             lambda: F.scores_forward(np.ones((4, 3), bool), np.ones((5, 3), bool)),
             npattn.DTypeError,
             "scores_forward: queries must hold real numbers (float or int), got dtype bool",
+        ),
+        (
+            "GPTModel.backward(dlogits)",
+            "a read-only .grad on pos_emb.weight, the last parameter accumulated",
+            lambda: _gpt_with_read_only_grad("pos_emb.weight").backward(np.ones((1, 3, 5))),
+            npattn.BackwardError,
+            "GPTModel.backward(): pos_emb.weight.grad is read-only (its flags.writeable is False); "
+            "no gradient was changed",
+        ),
+        (
+            "F.add_forward(x, y)",
+            "bool operands (NumPy's bool + bool is a logical or: silently wrong)",
+            lambda: F.add_forward(np.ones((2, 3), bool), np.ones((2, 3), bool)),
+            npattn.DTypeError,
+            "add_forward: x must hold real numbers (float or int), got dtype bool",
+        ),
+        (
+            "F.layer_norm_forward(x, scale, shift, eps)",
+            "eps = -1 (a NaN output)",
+            lambda: F.layer_norm_forward(np.ones((2, 3)), np.ones(3), np.zeros(3), -1.0),
+            npattn.ConfigError,
+            "layer_norm_forward: eps must be a finite number > 0, got -1.0",
+        ),
+        (
+            "F.gelu_forward(x)",
+            "bool x",
+            lambda: F.gelu_forward(np.ones(3, bool)),
+            npattn.DTypeError,
+            "gelu_forward: x must hold real numbers (float or int), got dtype bool",
+        ),
+        (
+            "F.token_cross_entropy_forward(logits, targets)",
+            "bool logits",
+            lambda: F.token_cross_entropy_forward(np.ones((2, 3), bool), [0, 1]),
+            npattn.DTypeError,
+            "token_cross_entropy_forward: logits must hold real numbers (float or int), got dtype bool",
+        ),
+        (
+            "generate(model, idx, ..., eos_id)",
+            "eos_id = vocab_size (can never be picked)",
+            lambda: generate(_tiny_gpt(), [[1]], 2, 4, eos_id=5),
+            npattn.ConfigError,
+            "eos_id must lie in [0, vocab=5) or it can never be picked, got 5",
+        ),
+        (
+            "generate(model, idx, ...)",
+            "an empty prompt, idx of shape (1, 0)",
+            lambda: generate(_tiny_gpt(), np.zeros((1, 0), int), 2, 4),
+            npattn.ConfigError,
+            "idx: an empty prompt (shape (1, 0)) has no last token to continue from",
         ),
     ]
     return [BadInput(*row) for row in rows]

@@ -26,12 +26,12 @@ from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.nn import functional as F
 from npattn.nn.attention import MultiHeadAttention
 from npattn.nn.layers import Dropout, Linear
-from npattn.nn.module import Module
+from npattn.nn.module import Module, Parameter
 from npattn.nn.sequential import Sequential
 from npattn.nn.transformer import Embedding, FeedForward, LayerNorm, check_config
 from npattn.random import RNGLike, resolve_rng
 
-__all__ = ["GPT_CONFIG_124M", "GPTModel", "TransformerBlock", "generate_text_simple"]
+__all__ = ["GPT_CONFIG_124M", "GPTModel", "TransformerBlock", "check_prompt", "generate_text_simple"]
 
 GPT_CONFIG_124M = {
     "vocab_size": 50257,  # GPT-2's BPE vocabulary
@@ -123,20 +123,22 @@ class TransformerBlock(Module):
         self._cache = (c_drop1, c_add1, c_drop2, c_add2, x.shape)
         return x
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (b, n, emb_dim) -> dx; accumulates into every parameter of the block."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (b, n, emb_dim) -> dx and the gradients of every parameter of the block
+        (``backward`` accumulates them all after checking every ``.grad``)."""
         c_drop1, c_add1, c_drop2, c_add2, shape = self._saved()
         d_x = check_grad_output(grad_output, shape, self.norm1.scale.dtype)
+        grads: list[tuple[Parameter, np.ndarray]] = []
         # forward: x = h + shortcut, h = drop_resid(ff(norm2(shortcut)))
         d_h, d_shortcut = F.add_backward(d_x, c_add2)
         if c_drop2 is not None:
             (d_h,) = F.dropout_backward(d_h, c_drop2)
-        d_x = self.norm2.backward(self.ff.backward(d_h)) + d_shortcut
+        d_x = self._child_gradients(self.norm2, self._child_gradients(self.ff, d_h, grads), grads) + d_shortcut
         # forward: x = h + shortcut, h = drop_resid(att(norm1(shortcut)))
         d_h, d_shortcut = F.add_backward(d_x, c_add1)
         if c_drop1 is not None:
             (d_h,) = F.dropout_backward(d_h, c_drop1)
-        return self.norm1.backward(self.att.backward(d_h)) + d_shortcut
+        return self._child_gradients(self.norm1, self._child_gradients(self.att, d_h, grads), grads) + d_shortcut, grads
 
 
 class GPTModel(Module):
@@ -201,17 +203,20 @@ class GPTModel(Module):
         self._cache = (c_add,)
         return logits
 
-    def backward(self, grad_output: Any) -> None:
-        """dlogits (b, n, vocab_size) -> None; accumulates into every parameter's ``.grad``."""
+    def _gradients(self, grad_output: Any) -> tuple[None, list[tuple[Parameter, np.ndarray]]]:
+        """dlogits (b, n, vocab_size) -> None and every parameter's gradient: ``backward`` checks
+        every ``.grad`` in the model before it changes any (frozen parameters get nothing)."""
         (c_add,) = self._saved()
-        d_x = self.out_head.backward(grad_output)
-        d_x = self.final_norm.backward(d_x)
-        d_x = self.trf_blocks.backward(d_x)
-        d_x = self.drop_emb.backward(d_x)
+        grads: list[tuple[Parameter, np.ndarray]] = []
+        d_x = self._child_gradients(self.out_head, grad_output, grads)
+        d_x = self._child_gradients(self.final_norm, d_x, grads)
+        d_x = self._child_gradients(self.trf_blocks, d_x, grads)
+        d_x = self._child_gradients(self.drop_emb, d_x, grads)
         # forward: x = tok_embeds + pos_embeds, pos_embeds broadcast over the batch
         d_tok, d_pos = F.add_backward(d_x, c_add)
-        self.tok_emb.backward(d_tok)
-        self.pos_emb.backward(d_pos)
+        self._child_gradients(self.tok_emb, d_tok, grads)
+        self._child_gradients(self.pos_emb, d_pos, grads)
+        return None, grads
 
 
 def generate_text_simple(model: Module, idx: Any, max_new_tokens: int, context_size: int) -> np.ndarray:
@@ -223,7 +228,7 @@ def generate_text_simple(model: Module, idx: Any, max_new_tokens: int, context_s
 
     Raises:
         ConfigError: max_new_tokens not an integer >= 0, context_size not a positive integer.
-        ShapeError: idx not 2-D. DTypeError: idx not integers.
+        ShapeError: idx not 2-D. DTypeError: idx not integers. ConfigError: an empty prompt (n = 0).
     """
     max_new_tokens = check_nonnegative_int(max_new_tokens, "max_new_tokens")
     context_size = check_positive_int(context_size, "context_size")
@@ -232,9 +237,24 @@ def generate_text_simple(model: Module, idx: Any, max_new_tokens: int, context_s
         raise ShapeError(f"idx: expected token ids of shape (batch, n), got shape {idx.shape}")
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"idx: expected integer token ids, got dtype {idx.dtype}")
+    check_prompt(idx, max_new_tokens)
     idx = idx.astype(np.int64)
     for _ in range(max_new_tokens):
         logits = model(idx[:, -context_size:])
         idx_next = np.argmax(logits[:, -1, :], axis=-1)[:, None]  # (b, 1)
         idx = np.concatenate([idx, idx_next], axis=1)
     return idx
+
+
+def check_prompt(idx: np.ndarray, max_new_tokens: int) -> None:
+    """Generation continues a prompt: ``idx`` (batch, n) needs n >= 1 to generate anything.
+
+    Raises:
+        ConfigError: an empty prompt (n = 0) with ``max_new_tokens`` > 0 (the model's logits for
+            no tokens have no last position to pick the next token from).
+    """
+    if max_new_tokens and idx.shape[1] == 0:
+        raise ConfigError(
+            f"idx: an empty prompt (shape {idx.shape}) has no last token to continue from; start it with "
+            "at least one token id (GPT-2's '<|endoftext|>' is 50256)"
+        )

@@ -352,6 +352,16 @@ class Module:
         """The gradient w.r.t. the input and ``[(parameter, its gradient), ...]``; changes nothing."""
         raise NotImplementedError(f"{type(self).__name__} does not implement backward()")
 
+    @staticmethod
+    def _child_gradients(child: Module, grad_output: Any, grads: list[tuple[Parameter, np.ndarray]]) -> Any:
+        """``child``'s input gradient, its parameters' gradients appended to ``grads`` for the parent's
+        ``_accumulate``; a child that only overrides ``backward`` accumulates its own."""
+        if type(child).backward is not Module.backward:
+            return child.backward(grad_output)
+        d_x, own = child._gradients(grad_output)
+        grads += own
+        return d_x
+
     def _accumulate(self, grads: list[tuple[Parameter, np.ndarray]]) -> None:
         """``param.grad += d`` for every pair, after checking every ``.grad`` (validate, then apply)."""
         for param, d in grads:

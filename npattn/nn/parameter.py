@@ -69,8 +69,8 @@ class Parameter:
 
     def accumulate_grad(self, grad: np.ndarray) -> None:
         """``.grad += grad`` (what every backward does with a parameter's gradient); nothing
-        when frozen."""
-        if self.grad is not None:
+        when frozen, even if ``.grad`` was set to an array (PyTorch leaves a frozen ``.grad`` alone)."""
+        if self._requires_grad and self.grad is not None:
             self.grad += grad
 
     def numel(self) -> int:

@@ -24,7 +24,7 @@ class Sequential(ModuleList):
     Indexing, ``len``, iteration and ``append`` are ``ModuleList``'s.
 
     Raises:
-        TypeError: a child that is not an npattn Module (as PyTorch raises).
+        ConfigError: a child that is not an npattn Module (``Sequential(3)``).
     """
 
     def __init__(self, *modules: Module | OrderedDict[str, Module]) -> None:
@@ -42,12 +42,9 @@ class Sequential(ModuleList):
     def _gradients(self, grad_output: Any) -> tuple[Any, list[tuple[Parameter, np.ndarray]]]:
         """The children's gradients, last child first; ``backward`` accumulates them all at once,
         after checking every ``.grad``. A child that only overrides ``backward`` accumulates its own."""
-        grad, grads = grad_output, []
+        grad: Any = grad_output
+        grads: list[tuple[Parameter, np.ndarray]] = []
         for module in reversed(self._modules.values()):
             # the input gradient of this child is the output gradient of the one before
-            if type(module).backward is not Module.backward:
-                grad = module.backward(grad)
-            else:
-                grad, own = module._gradients(grad)
-                grads += own
+            grad = self._child_gradients(module, grad, grads)
         return grad, grads

@@ -3,7 +3,8 @@
 PyTorch's ``nn.Embedding`` and the book's ``LayerNorm``, ``GELU`` and ``FeedForward`` (section
 4.2-4.3), with the book's parameter names and state_dict keys (``weight``; ``scale``, ``shift``;
 ``layers.0.weight``, ...). Each forward runs a stage pair of ``npattn.nn.functional`` and keeps its
-cache; each backward runs the matching backward and accumulates into the parameters' ``.grad``.
+cache; each ``_gradients`` runs the matching backward, and ``Module.backward`` accumulates the
+result into the parameters' ``.grad`` after checking every one (frozen parameters get nothing).
 """
 
 from __future__ import annotations
@@ -84,13 +85,15 @@ class Embedding(Module):
         out, self._cache = F.embedding_forward(self.weight.data, idx)
         return out
 
-    def backward(self, grad_output: Any) -> None:
-        """grad_output (..., embedding_dim) -> None; scatter-adds into ``weight.grad``."""
+    def _gradients(self, grad_output: Any) -> tuple[None, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (..., embedding_dim) -> None, [(weight, the scatter-add of grad_output)]."""
         cache = self._saved()
         idx = cache[0]
         d_out = check_grad_output(grad_output, (*idx.shape, self.embedding_dim), self.weight.dtype)
+        if not self.weight.requires_grad:
+            return None, []  # frozen: no (num_embeddings, embedding_dim) scatter-add
         (d_weight,) = F.embedding_backward(d_out, cache)
-        self.weight.grad += d_weight
+        return None, [(self.weight, d_weight)]
 
 
 class LayerNorm(Module):
@@ -121,14 +124,12 @@ class LayerNorm(Module):
         out, self._cache = F.layer_norm_forward(x, self.scale.data, self.shift.data, self.eps)
         return out
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (..., emb_dim) -> dx; accumulates ``scale.grad`` and ``shift.grad``."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (..., emb_dim) -> dx, [(scale, d_scale), (shift, d_shift)]."""
         cache = self._saved()
         d_out = check_grad_output(grad_output, cache[0].shape, self.scale.dtype)
         dx, d_scale, d_shift = F.layer_norm_backward(d_out, cache)
-        self.scale.grad += d_scale
-        self.shift.grad += d_shift
-        return dx
+        return dx, [(self.scale, d_scale), (self.shift, d_shift)]
 
 
 class GELU(Module):
@@ -143,12 +144,12 @@ class GELU(Module):
         out, self._cache = F.gelu_forward(np.array(x, dtype=x.dtype))  # a private copy: backward reads x
         return out
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (like the output) -> dx."""
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (like the output) -> dx, no parameters."""
         cache = self._saved()
         d_out = check_grad_output(grad_output, cache[0].shape, cache[0].dtype)
         (dx,) = F.gelu_backward(d_out, cache)
-        return dx
+        return dx, []
 
 
 class FeedForward(Module):
@@ -177,9 +178,9 @@ class FeedForward(Module):
         """x (..., emb_dim) -> (..., emb_dim)."""
         return self.layers(x)
 
-    def backward(self, grad_output: Any) -> np.ndarray:
-        """grad_output (..., emb_dim) -> dx; the layers' backwards in reverse."""
-        return self.layers.backward(grad_output)
+    def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:
+        """grad_output (..., emb_dim) -> dx and the layers' gradients, last layer first."""
+        return self.layers._gradients(grad_output)
 
 
 def _features(x: Any, width: int, dtype: np.dtype) -> np.ndarray:

@@ -16,6 +16,7 @@ import numpy as np
 from npattn._checks import check_finite, check_nonnegative_int, check_positive_int
 from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.nn.functional import softmax
+from npattn.nn.gpt import check_prompt
 from npattn.random import RNGLike, TorchGenerator, resolve_rng
 
 __all__ = ["as_token_ids", "generate", "sample_next"]
@@ -88,7 +89,8 @@ def generate(
     Raises:
         ShapeError / DTypeError: ``idx`` is not a (batch, n) array of integers, or logits of the
             wrong shape. ConfigError: a negative ``max_new_tokens``, ``context_size`` below 1,
-            a negative or non-finite ``temperature``, ``top_k`` outside [1, vocab].
+            a negative or non-finite ``temperature``, ``top_k`` outside [1, vocab], ``eos_id``
+            outside [0, vocab), an empty prompt with ``max_new_tokens`` > 0.
     """
     idx = as_token_ids(idx)
     max_new_tokens = check_nonnegative_int(max_new_tokens, "max_new_tokens")
@@ -98,8 +100,9 @@ def generate(
         raise ConfigError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
     if top_k is not None:
         top_k = check_positive_int(top_k, "top_k")
-    if eos_id is not None and (isinstance(eos_id, bool) or not isinstance(eos_id, numbers.Integral)):
-        raise ConfigError(f"eos_id must be None or a token id, got {eos_id!r}")
+    if eos_id is not None and (isinstance(eos_id, bool) or not isinstance(eos_id, numbers.Integral) or eos_id < 0):
+        raise ConfigError(f"eos_id must be None or a token id (an integer >= 0), got {eos_id!r}")
+    check_prompt(idx, max_new_tokens)
     generator = resolve_rng(rng) if temperature > 0 else np.random.default_rng(0)
     for _ in range(max_new_tokens):
         idx_cond = idx[:, -context_size:]
@@ -111,6 +114,10 @@ def generate(
             )
         if top_k is not None and top_k > logits.shape[-1]:
             raise ConfigError(f"top_k must lie in [1, vocab={logits.shape[-1]}], got {top_k}")
+        if eos_id is not None and eos_id >= logits.shape[-1]:
+            raise ConfigError(
+                f"eos_id must lie in [0, vocab={logits.shape[-1]}) or it can never be picked, got {eos_id}"
+            )
         idx_next = sample_next(logits[:, -1, :], temperature, top_k, generator)
         if eos_id is not None and np.all(idx_next == eos_id):
             break

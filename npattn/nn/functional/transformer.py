@@ -12,8 +12,10 @@ d = emb_dim, V = vocab_size; leading axes (...) pass through.
     token_cross_entropy   loss = mean over tokens of -log softmax(logits)[target]
 
 The linear layers of the feed-forward block and the output head are stage 1 (project) and the
-bias stage of the attention pairs; dropout is stage 4. Shapes are checked as in the attention
-pairs (a few tuple comparisons per call), dtypes are not: the modules check them at their entry.
+bias stage of the attention pairs; dropout is stage 4. Shapes and dtypes are checked as in the
+attention pairs (a few comparisons per call): bool, complex and other non-numbers are refused with
+a DTypeError (NumPy's ``bool + bool`` is a logical or). Each cache holds its own copies of what the
+backward reads (the ids, ``scale``), so editing an input after forward cannot change a gradient.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from npattn.errors import BackwardError, ConfigError, DTypeError, ShapeError
+from npattn.nn.functional.attention import _not_numbers
 
 __all__ = [
     "GELU_SQRT_2_OVER_PI",
@@ -78,7 +81,15 @@ def _sum_to(d: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 def layer_norm_forward(
     x: np.ndarray, scale: np.ndarray, shift: np.ndarray, eps: float = 1e-5
 ) -> tuple[np.ndarray, tuple]:
-    """out = scale * norm_x + shift, norm_x = (x - mean) / sqrt(var + eps); mean and var over the last axis."""
+    """out = scale * norm_x + shift, norm_x = (x - mean) / sqrt(var + eps); mean and var over the last axis.
+
+    Raises:
+        ShapeError: scale or shift not (d,). DTypeError: bool or complex operands. ConfigError: eps not > 0.
+    """
+    if x.dtype.kind not in "fiu" or scale.dtype.kind not in "fiu" or shift.dtype.kind not in "fiu":
+        raise _not_numbers("layer_norm_forward", x=x, scale=scale, shift=shift)
+    if not 0 < eps < np.inf:  # NaN fails too
+        raise ConfigError(f"layer_norm_forward: eps must be a finite number > 0, got {eps!r}")
     if x.ndim < 1 or scale.shape != x.shape[-1:] or shift.shape != x.shape[-1:]:
         raise ShapeError(
             f"layer_norm_forward: x (..., d) needs scale (d,) and shift (d,); "
@@ -87,11 +98,11 @@ def layer_norm_forward(
     mean = x.mean(axis=-1, keepdims=True)
     norm_x = x - mean  # centred; divided by std in place below
     var = (norm_x * norm_x).mean(axis=-1, keepdims=True)
-    std = np.sqrt(var + x.dtype.type(eps))
+    std = np.sqrt(var + var.dtype.type(eps))  # var's dtype: int x has float64 statistics
     norm_x /= std
     out = scale * norm_x
     out += shift
-    return out, (norm_x, std, scale)
+    return out, (norm_x, std, scale.copy())  # the cache's own scale: editing it cannot change dx
 
 
 def layer_norm_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -102,8 +113,10 @@ def layer_norm_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np
     # forward: out = scale * norm_x + shift,  norm_x = (x - mean) / sqrt(var + eps)
     norm_x, std, scale = cache
     _check_grad("layer_norm_backward", d_out, norm_x.shape)
+    if d_out.dtype.kind not in "fiu":
+        raise _not_numbers("layer_norm_backward", d_out=d_out)
     d = norm_x.shape[-1]
-    dshift = d_out.reshape(-1, d).sum(axis=0)
+    dshift = d_out.reshape(-1, d).sum(axis=0, dtype=np.result_type(d_out, norm_x))
     dscale = (d_out * norm_x).reshape(-1, d).sum(axis=0)
     g = d_out * scale
     g_mean = g.mean(axis=-1, keepdims=True)
@@ -119,7 +132,14 @@ def layer_norm_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np
 
 
 def gelu_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
-    """out = 0.5 * x * (1 + tanh(c * (x + 0.044715 * x^3))), c = GELU_SQRT_2_OVER_PI."""
+    """out = 0.5 * x * (1 + tanh(c * (x + 0.044715 * x^3))), c = GELU_SQRT_2_OVER_PI.
+
+    Integer x is computed in float64 (as NumPy's ``np.tanh`` would). Raises DTypeError: bool or complex x.
+    """
+    if x.dtype.kind != "f":
+        if x.dtype.kind not in "iu":
+            raise _not_numbers("gelu_forward", x=x)
+        x = x.astype(np.float64)
     c, a = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(GELU_CUBIC)
     # The book's operations in its order, in place: t = tanh(c * (x + a * (x * x * x))), as
     # torch.pow(x, 3) multiplies x * x * x; 0.5 * x * (1 + t) equals ((1 + t) * x) * 0.5 exactly.
@@ -140,6 +160,8 @@ def gelu_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     # forward: out = 0.5 * x * (1 + t),  t = tanh(c * (x + 0.044715 * x^3))
     x, t = cache
     _check_grad("gelu_backward", d_out, x.shape)
+    if d_out.dtype.kind not in "fiu":
+        raise _not_numbers("gelu_backward", d_out=d_out)
     c, a3 = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(3 * GELU_CUBIC)
     du_dx = x * x  # du/dx = c (1 + 3 a x^2)
     du_dx *= a3
@@ -164,12 +186,15 @@ def embedding_forward(weight: np.ndarray, idx: Any) -> tuple[np.ndarray, tuple]:
     """out = weight[idx]: row idx[...] of the table for every id (``F.embedding(idx, weight)``).
 
     Raises:
-        ShapeError: weight not 2-D. DTypeError: idx not integers. ConfigError: an id outside [0, num_embeddings).
+        ShapeError: weight not 2-D. DTypeError: idx not integers, weight bool or complex.
+        ConfigError: an id outside [0, num_embeddings).
     """
+    if weight.dtype.kind not in "fiu":
+        raise _not_numbers("embedding_forward", weight=weight)
     if weight.ndim != 2:
         raise ShapeError(f"embedding_forward: weight must be (num_embeddings, embedding_dim), got shape {weight.shape}")
     idx = _check_ids("embedding_forward", "idx", idx, weight.shape[0])
-    return weight[idx], (idx, weight.shape)
+    return weight[idx], (idx.copy(), weight.shape)  # the cache's own ids: editing idx cannot move a gradient
 
 
 def embedding_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
@@ -180,6 +205,8 @@ def embedding_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     # forward: out = weight[idx]
     idx, shape = cache
     _check_grad("embedding_backward", d_out, idx.shape + shape[1:])
+    if d_out.dtype.kind not in "fiu":
+        raise _not_numbers("embedding_backward", d_out=d_out)
     dweight = np.zeros(shape, dtype=d_out.dtype)
     np.add.at(dweight, idx.reshape(-1), d_out.reshape(-1, shape[1]))
     return (dweight,)
@@ -191,7 +218,12 @@ def embedding_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
 
 
 def add_forward(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, tuple]:
-    """out = x + y; y has x's shape or x's shape without some leading axes (broadcast over them)."""
+    """out = x + y; y has x's shape or x's shape without some leading axes (broadcast over them).
+
+    Raises ShapeError (y does not fit) and DTypeError (bool or complex operands: ``bool + bool`` is an or).
+    """
+    if x.dtype.kind not in "fiu" or y.dtype.kind not in "fiu":
+        raise _not_numbers("add_forward", x=x, y=y)
     if y.ndim > x.ndim or x.shape[x.ndim - y.ndim :] != y.shape:
         raise ShapeError(
             f"add_forward: y must have x's shape or its trailing part (broadcast over x's leading axes); "
@@ -205,6 +237,8 @@ def add_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarra
     # forward: out = x + y
     x_shape, y_shape = cache
     _check_grad("add_backward", d_out, x_shape)
+    if d_out.dtype.kind not in "fiu":
+        raise _not_numbers("add_backward", d_out=d_out)
     return d_out, _sum_to(d_out, y_shape)
 
 
@@ -221,8 +255,13 @@ def token_cross_entropy_forward(logits: np.ndarray, targets: Any, ignore_index: 
 
     Raises:
         ShapeError: targets not of logits' shape without the last (vocabulary) axis.
-        DTypeError: targets not integers. ConfigError: a target outside [0, V) other than ignore_index.
+        DTypeError: targets not integers; bool or complex logits (integer logits are computed in
+            float64). ConfigError: a target outside [0, V) other than ignore_index.
     """
+    if logits.dtype.kind != "f":
+        if logits.dtype.kind not in "iu":
+            raise _not_numbers("token_cross_entropy_forward", logits=logits)
+        logits = logits.astype(np.float64)
     if logits.ndim < 1 or np.shape(targets) != logits.shape[:-1]:
         raise ShapeError(
             f"token_cross_entropy_forward: targets must have the logits' shape without the vocabulary axis, "
