@@ -196,6 +196,11 @@ def _check_settings(
 def _check_can_fail(report: GradcheckReport) -> None:
     """Refuse a report whose checks could not have failed: for the largest gradient compared, atol
     and rtol would let a gradient off by 0.01% (x 1.0001), or one with its sign flipped, pass."""
+    if not report.checks:
+        raise ConfigError(
+            "gradcheck: nothing was compared (every parameter is frozen and the input is not checked), "
+            "so no wrong gradient could fail the check"
+        )
     largest = max((c.scale for c in report.checks), default=0.0)
     # All gradients zero: the check still fails any analytical gradient above atol.
     if largest > 0.0 and report.atol + report.rtol * largest >= DETECTS * largest:

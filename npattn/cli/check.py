@@ -34,8 +34,11 @@ DEFAULT_TIMEOUT = 5.0
 """Seconds ``npattn check`` waits for the user's code (import, construction, forward, report)."""
 
 
+MAX_TIMEOUT = 86400.0  # a day: the longest wait the check accepts (the OS's timers take no more)
+
+
 def parse_timeout(text: Any) -> float:
-    """``--timeout`` as seconds: a finite number > 0.
+    """``--timeout`` as seconds: a finite number > 0, at most a day (``MAX_TIMEOUT``).
 
     Raises:
         ConfigError: anything else (the CLI prints it on one line, exit 2).
@@ -44,8 +47,8 @@ def parse_timeout(text: Any) -> float:
         seconds = float(text)
     except (TypeError, ValueError):
         seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ConfigError(f"--timeout must be a number of seconds > 0, got {text!r}")
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT):
+        raise ConfigError(f"--timeout must be a number of seconds > 0 and <= {MAX_TIMEOUT:g}, got {text!r}")
     return seconds
 
 

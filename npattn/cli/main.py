@@ -160,7 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
         "789 for v2, 123 for the others; dropout 0.0, context_length = tokens)",
     )
     trace_cmd.add_argument(
-        "--heads", type=_integer(1), default=None, help="num_heads of --class wrapper and mha (default 2)"
+        "--heads",
+        type=_integer(1, 64, " (each head is traced and printed)"),
+        default=None,
+        help="num_heads of --class wrapper and mha (default 2, at most 64)",
     )
     grad_cmd = sub.add_parser("gradcheck", help="finite-difference check of every stage pair and parameter")
     _add_sizes(grad_cmd, 64, " (every element is checked by finite differences: larger sizes take minutes)")

@@ -96,11 +96,12 @@ def choose_impl(
     """The implementation ``attention`` will run: "reference", "fused" or "tiled" (rules above).
 
     ``dropout=True`` stands for anything only the reference path does (dropout, an explicit mask).
-    An empty sequence (no keys) also runs on the reference path, whatever ``impl`` says: its
-    answer (zeros, as PyTorch gives) is the same on every path, and only the reference defines it.
+    An empty sequence or batch (no keys, no queries) also runs on the reference path, whatever
+    ``impl`` says: its answer (zeros, as PyTorch gives) is the same on every path, and only the
+    reference defines it.
     """
     check_impl(impl)
-    if record is not None or dropout or keys.shape[-2] == 0:
+    if record is not None or dropout or keys.shape[-2] == 0 or queries.size == 0:
         return "reference"
     if impl != "auto":
         return impl

@@ -59,7 +59,7 @@ def _shape(size: tuple[Any, ...], what: str) -> tuple[int, ...]:
     """``f(2, 3)`` and ``f((2, 3))`` both mean shape (2, 3)."""
     dims = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
     shape = tuple(check_nonnegative_int(s, what) for s in dims)
-    if math.prod(shape) >= 2**48:  # far beyond memory; NumPy would fail with a cryptic message
+    if math.prod(shape) >= 2**48 or any(s >= 2**48 for s in shape):  # NumPy would fail cryptically
         raise ConfigError(f"{what.split()[0]} of {math.prod(shape):,} elements is too large (shape {shape})")
     return shape
 
@@ -147,6 +147,8 @@ class TorchGenerator:
         """
         if not check_finite(low, "low") <= check_finite(high, "high"):
             raise ConfigError(f"uniform expects low <= high, got low={low} > high={high}")
+        if not math.isfinite(float(high) - float(low)):
+            raise ConfigError(f"uniform expects high - low to be finite, got low={low}, high={high}")
         dtype = np.dtype(dtype)
         u = self.rand(*shape, dtype=dtype)
         lo, hi = dtype.type(low), dtype.type(high)

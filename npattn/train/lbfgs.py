@@ -3,10 +3,13 @@ L-BFGS stall, so this is also a test of backward."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
+from npattn._checks import check_positive_int
+from npattn.errors import ConfigError
 from npattn.nn.losses import Loss
 from npattn.nn.module import Module
 from npattn.train.loop import History, check_finite
@@ -36,6 +39,11 @@ def fit_lbfgs(
         TrainingError: the loss or gradient became non-finite (the model keeps its last finite values).
     """
     from scipy.optimize import minimize  # SciPy is a runtime dependency; imported here to keep startup quick
+
+    check_positive_int(maxiter, "maxiter")
+    for name, tol in (("gtol", gtol), ("ftol", ftol)):
+        if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and math.isfinite(tol) and tol >= 0):
+            raise ConfigError(f"fit_lbfgs: {name} must be a finite number >= 0, got {tol!r}")
 
     params = [p for p in model.parameters() if p.requires_grad]
     shapes = [p.shape for p in params]

@@ -322,6 +322,12 @@ def run_lm(
             raise CheckpointError(
                 f"{name!r}: its model or optimizer entry does not fit the stored settings: {exc}"
             ) from None
+        groups = [(g["lr"], g["weight_decay"]) for g in optimizer.param_groups]
+        if any(lr != settings.lr or wd != settings.weight_decay for lr, wd in groups):
+            raise CheckpointError(
+                f"{name!r}: its optimizer's lr and weight_decay {groups[0]} differ from the run's "
+                f"({settings.lr}, {settings.weight_decay}); the learning rate cannot change on resume"
+            )
         _set_rng_state(model, saved["dropout_rng"], name)
     steps_per_epoch = len(train_loader)
     num_epochs = settings.epochs or (math.ceil(settings.steps / steps_per_epoch) if settings.steps is not None else 1)

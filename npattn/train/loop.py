@@ -21,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from npattn.errors import TrainingError
+from npattn._checks import check_nonnegative_int
+from npattn.errors import ConfigError, TrainingError
 from npattn.nn.losses import Loss
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
@@ -124,6 +125,11 @@ def fit(
         TrainingError: the loss or a gradient became NaN or inf (the weights keep their last
             finite values; nothing after the failing step runs).
     """
+    steps = check_nonnegative_int(steps, "steps")
+    start_step = check_nonnegative_int(start_step, "start_step")
+    check_nonnegative_int(log_every, "log_every")
+    if not callable(batches):
+        raise ConfigError(f"fit: batches must be a function step -> (x, target), got {type(batches).__name__}")
     history = history if history is not None else History.begin(model)
     optimizer.zero_grad()
     for step in range(start_step, steps):

@@ -252,7 +252,12 @@ def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def softmax_forward(attn_scores: np.ndarray, scale: float) -> tuple[np.ndarray, tuple]:
-    """attn_weights = softmax(attn_scores * scale, axis=-1); each row sums to 1 over the keys."""
+    """attn_weights = softmax(attn_scores * scale, axis=-1); each row sums to 1 over the keys.
+
+    Raises:
+        DTypeError: attn_scores that are not real numbers (bool, complex, ...)."""
+    if np.asarray(attn_scores).dtype.kind not in "fiu":
+        raise _not_numbers("softmax_forward", attn_scores=np.asarray(attn_scores))
     attn_weights = softmax(attn_scores * scale, axis=-1)
     return attn_weights, (attn_weights, scale)
 
