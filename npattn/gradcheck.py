@@ -351,6 +351,12 @@ def gradcheck_stage(
             f"gradcheck_stage needs inputs with at least one element, got {', '.join(empty)}: "
             "with nothing to differentiate, no wrong gradient could fail the check"
         )
+    nonfinite = [name for name, a in zip(names, arrays) if not np.all(np.isfinite(a))]
+    if nonfinite:
+        raise ConfigError(
+            f"gradcheck_stage needs finite inputs: {', '.join(nonfinite)} holds NaN or inf, "
+            "so no gradient can be compared"
+        )
     rng = np.random.default_rng(seed)
     result = forward(*arrays, **kwargs)
     if not isinstance(result, tuple) or len(result) != 2:
