@@ -85,36 +85,36 @@ def test_fit_lbfgs_checks_its_arguments(kwargs, match):
     assert np.array_equal(model.W_value.data, before)
 
 
-def test_lm_resume_refuses_an_optimizer_lr_that_differs(tmp_path, capsys):
-    text = tmp_path / "t.txt"
-    text.write_text("The quick brown fox jumps over the lazy dog. " * 40)
-    common = ["train", "--task", "lm", "--text", str(text), "--tokenizer", "char", "--emb-dim", "8", "--n-heads", "2",
-              "--n-layers", "1", "--context-length", "8", "--batch-size", "2", "--eval-every", "2", "--eval-iter", "1"]
-    ck = tmp_path / "m.npz"
-    assert main([*common, "--steps", "2", "--save", str(ck)]) == 0
-    state = npattn.load(ck)
-    state["optimizer"]["param_groups"][0]["lr"] = 5.0
-    npattn.save(state, tmp_path / "x.npz")
-    capsys.readouterr()
-    assert main(["train", "--resume", str(tmp_path / "x.npz"), "--steps", "4", "--text", str(text)]) == 2
-    assert "the learning rate cannot change on resume" in capsys.readouterr().err
-
-
 def test_gradcheck_stage_refuses_a_nonfinite_input():
     with pytest.raises(npattn.ConfigError, match="finite inputs"):
         npattn.gradcheck_stage(lambda a: (a * 2, None), lambda g, c: (2 * g,), [np.array([1.0, np.nan])])
 
 
-def test_lm_resume_refuses_a_mask_that_is_not_causal(tmp_path, capsys):
+def _resume_edited_lm_checkpoint(tmp_path, capsys, edit) -> str:
+    """Train a tiny language model 2 steps, apply ``edit`` to its checkpoint, resume it: the stderr."""
     text = tmp_path / "t.txt"
     text.write_text("The quick brown fox jumps over the lazy dog. " * 40)
     common = ["train", "--task", "lm", "--text", str(text), "--tokenizer", "char", "--emb-dim", "8", "--n-heads", "2",
               "--n-layers", "1", "--context-length", "8", "--batch-size", "2", "--eval-every", "2", "--eval-iter", "1"]
-    ck = tmp_path / "m.npz"
-    assert main([*common, "--steps", "2", "--save", str(ck)]) == 0
-    state = npattn.load(ck)
-    state["model"]["trf_blocks.0.att.mask"][...] = 0
+    assert main([*common, "--steps", "2", "--save", str(tmp_path / "m.npz")]) == 0
+    state = npattn.load(tmp_path / "m.npz")
+    edit(state)
     npattn.save(state, tmp_path / "x.npz")
     capsys.readouterr()
     assert main(["train", "--resume", str(tmp_path / "x.npz"), "--steps", "4", "--text", str(text)]) == 2
-    assert "trf_blocks.0.att.mask is not the book's causal mask" in capsys.readouterr().err
+    return capsys.readouterr().err
+
+
+def test_lm_resume_refuses_an_optimizer_lr_that_differs(tmp_path, capsys):
+    def edit(state):
+        state["optimizer"]["param_groups"][0]["lr"] = 5.0
+
+    assert "the learning rate cannot change on resume" in _resume_edited_lm_checkpoint(tmp_path, capsys, edit)
+
+
+def test_lm_resume_refuses_a_mask_that_is_not_causal(tmp_path, capsys):
+    def edit(state):
+        state["model"]["trf_blocks.0.att.mask"][...] = 0
+
+    err = _resume_edited_lm_checkpoint(tmp_path, capsys, edit)
+    assert "trf_blocks.0.att.mask is not the book's causal mask" in err
