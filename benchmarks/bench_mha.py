@@ -11,14 +11,19 @@ For each shape (batch, n, d_in = d_out, num_heads) and dtype it times, interleav
   ``@ v``, the head merge and ``out_proj``;
 - torch SDPA: the same module with stages 2-5 replaced by
   ``torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)``;
-- floor: every matrix product of the module alone, in NumPy (forward: three projections, q k^T
-  and A v per head, out_proj; backward: twelve more), dense, so a causal path that skips the
-  blocks above the diagonal can go below it.
+- floor: every matrix product of the module alone, in NumPy, as 2-D GEMMs (forward: the
+  (d_in, 3 d_out) projection, per head q k^T and P v over the causal blocks the tiled path
+  computes at its block sizes, out_proj; backward: out_proj's two, five per block, the
+  projection's two), heads split over the cores as the tiled path does: what any NumPy code
+  doing these products needs at least;
+- torch floor: the same products with torch.matmul at torch's thread count (the same as
+  NumPy's BLAS): when it is below the floor, PyTorch's BLAS is faster than NumPy's on the same
+  products, which no NumPy code can make up for.
 
 All models share one set of weights (npattn's ``rng=0`` init, copied into PyTorch) and one input.
 The PyTorch forward runs with autograd on (the forward of a training step, like npattn's, which
 keeps what backward needs); ``--torch-no-grad`` times it under ``torch.no_grad()`` instead.
-Ratios: each npattn column over torch SDPA and over the floor. Medians of interleaved repetitions.
+Ratios: each npattn column over torch SDPA and over both floors. Medians of interleaved repetitions.
 
     python benchmarks/bench_mha.py                        # (8, 1024, 768, 12) and (2, 4096, 768, 12), float32
     python benchmarks/bench_mha.py --shapes 2,256,64,4 --dtype both   # any shape: BATCH,N,D,HEADS
@@ -35,6 +40,8 @@ from _common import parser as common_parser
 
 import npattn
 from npattn import kernels
+from npattn.kernels import tiled
+from npattn.kernels.blocks import run_slabs
 
 SHAPES = [(8, 1024, 768, 12), (2, 4096, 768, 12)]
 NPATTN_IMPLS = ("auto", "fused", "tiled", "reference")
@@ -107,34 +114,105 @@ def torch_case(torch: Any, module: Any, x: np.ndarray, G: np.ndarray, no_grad: b
     return forward, forward_backward
 
 
-def floor_case(model: npattn.MultiHeadAttention, x: np.ndarray, G: np.ndarray) -> Case:
-    """Every matrix product of the module alone (dense), on contiguous (b, h, n, hd) heads."""
+def causal_blocks(n: int, block_q: int, block_k: int) -> list[tuple[int, int, int, int]]:
+    """(r, e, k0, k1) for every block of scores the tiled path computes under the causal mask: query
+    rows r:e against keys k0:k1 (keys after a block's last query, and rows before a key block's
+    first key, are skipped, as in ``npattn.kernels.tiled``)."""
+    out = []
+    for a in range(0, n, block_q):
+        e = min(a + block_q, n)
+        for k0 in range(0, e, block_k):
+            out.append((max(a, k0), e, k0, min(k0 + block_k, e)))
+    return out
+
+
+def floor_operands(model: npattn.MultiHeadAttention, x: np.ndarray, G: np.ndarray) -> dict[str, np.ndarray]:
+    """The operands of every product of the module, laid out for 2-D GEMMs: x and G as (b n, d)
+    rows, the three projection weights side by side, and contiguous (b h, n, head_dim) heads."""
     b, n, d = x.shape
-    h, hd = model.num_heads, model.head_dim
-    Wq, Wk, Wv, Wo = (layer.weight.data for layer in (model.W_query, model.W_key, model.W_value, model.out_proj))
-    x2, G2 = x.reshape(b * n, d), G.reshape(b * n, model.d_out)
+    h, hd, d_out = model.num_heads, model.head_dim, model.d_out
+    layers = (model.W_query, model.W_key, model.W_value)
     rng = np.random.default_rng(1)
-    heads = [rng.standard_normal((b, h, n, hd)).astype(x.dtype) for _ in range(4)]  # q, k, v, G per head
-    A = np.empty((b, h, n, n), dtype=x.dtype)
+
+    def draw(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(x.dtype)
+
+    return {
+        "x": x.reshape(b * n, d),
+        "G": G.reshape(b * n, d_out),
+        "W_qkv": np.concatenate([layer.weight.data.T for layer in layers], axis=1),  # (d_in, 3 d_out)
+        "W_out": model.out_proj.weight.data,  # (d_out, d_out)
+        "merged": draw(b * n, d_out),
+        "d_qkv": draw(b * n, 3 * d_out),
+        **{name: draw(b * h, n, hd) for name in ("q", "k", "v", "g")},
+    }
+
+
+def floor_case(model: npattn.MultiHeadAttention, x: np.ndarray, G: np.ndarray) -> Case:
+    """Every matrix product of the module alone, in NumPy, the fastest way found: 2-D GEMMs.
+
+    Forward: x @ W_qkv (one (d_in, 3 d_out) GEMM), per head and causal block q k^T and P v,
+    merged @ out_proj^T. Backward: out_proj's dW and dx, per block P = q k^T (recomputed),
+    P^T G, G v^T, dS k, dS^T q, then the projections' dx and dW. The blocks are the tiled path's
+    (``causal_blocks`` at its default block sizes); the heads are split over the cores with
+    one BLAS thread each (``blocks.run_slabs``), which beat one loop with two BLAS threads and
+    NumPy's batched matmul on this machine; the large GEMMs use every BLAS thread.
+    """
+    o = floor_operands(model, x, G)
+    q, k, v, g = o["q"], o["k"], o["v"], o["g"]
+    tiles = causal_blocks(x.shape[1], tiled.DEFAULT_BLOCK_Q, tiled.DEFAULT_BLOCK_K)
+    slabs = [(i,) for i in range(q.shape[0])]
+
+    def attention_forward(s: tuple, rows: Any) -> None:
+        for r, e, k0, k1 in tiles:
+            (q[s][r:e] @ k[s][k0:k1].T) @ v[s][k0:k1]  # scores, then weights @ values
+
+    def attention_backward(s: tuple, rows: Any) -> None:
+        for r, e, k0, k1 in tiles:
+            P = q[s][r:e] @ k[s][k0:k1].T  # weights, recomputed
+            P.T @ g[s][r:e]  # d_values
+            dS = g[s][r:e] @ v[s][k0:k1].T  # d_attn_weights
+            dS @ k[s][k0:k1], dS.T @ q[s][r:e]  # d_queries, d_keys
 
     def forward() -> None:
-        for W in (Wq, Wk, Wv):
-            x2 @ W.T  # queries, keys, values
-        q, k, v, _ = heads
-        np.matmul(q, np.swapaxes(k, -1, -2), out=A)  # attn_scores
-        merged = np.matmul(A, v)  # context_vec per head
-        merged.reshape(b * n, d) @ Wo.T  # out_proj
+        o["x"] @ o["W_qkv"]  # queries, keys, values
+        run_slabs(attention_forward, slabs, q.shape[1] ** 2)
+        o["merged"] @ o["W_out"].T  # out_proj
 
     def forward_backward() -> None:
         forward()
-        q, k, v, g = heads
-        merged = heads[3].reshape(b * n, d)
-        G2.T @ merged, G2 @ Wo  # out_proj: d_weight, d_merged
-        dA = np.matmul(g, np.swapaxes(v, -1, -2))  # d_attn_weights = G V^T
-        np.matmul(np.swapaxes(A, -1, -2), g)  # d_values = A^T G
-        np.matmul(dA, k), np.matmul(np.swapaxes(dA, -1, -2), q)  # d_queries, d_keys
-        for W in (Wq, Wk, Wv):
-            x2.T @ merged, merged @ W  # d_W, dx per projection
+        o["G"].T @ o["merged"], o["G"] @ o["W_out"]  # out_proj: d_weight, d_merged
+        run_slabs(attention_backward, slabs, q.shape[1] ** 2)
+        o["d_qkv"] @ o["W_qkv"].T, o["x"].T @ o["d_qkv"]  # projections: dx, d_W
+
+    return forward, forward_backward
+
+
+def torch_floor_case(torch: Any, model: npattn.MultiHeadAttention, x: np.ndarray, G: np.ndarray) -> Case:
+    """The same products as ``floor_case`` with torch.matmul (PyTorch's BLAS, its intra-op
+    threads), each block's products batched over all heads: one call per block and product."""
+    o = {name: torch.from_numpy(a) for name, a in floor_operands(model, x, G).items()}
+    q, k, v, g = o["q"], o["k"], o["v"], o["g"]
+    tiles = causal_blocks(x.shape[1], tiled.DEFAULT_BLOCK_Q, tiled.DEFAULT_BLOCK_K)
+    mm = torch.matmul
+
+    def forward() -> None:
+        with torch.no_grad():
+            mm(o["x"], o["W_qkv"])
+            for r, e, k0, k1 in tiles:
+                mm(mm(q[:, r:e], k[:, k0:k1].mT), v[:, k0:k1])
+            mm(o["merged"], o["W_out"].T)
+
+    def forward_backward() -> None:
+        forward()
+        with torch.no_grad():
+            mm(o["G"].T, o["merged"]), mm(o["G"], o["W_out"])
+            for r, e, k0, k1 in tiles:
+                P = mm(q[:, r:e], k[:, k0:k1].mT)
+                mm(P.mT, g[:, r:e])
+                dS = mm(g[:, r:e], v[:, k0:k1].mT)
+                mm(dS, k[:, k0:k1]), mm(dS.mT, q[:, r:e])
+            mm(o["d_qkv"], o["W_qkv"].T), mm(o["x"].T, o["d_qkv"])
 
     return forward, forward_backward
 
@@ -158,6 +236,8 @@ def run_shape(
         cases["torch manual"] = torch_case(torch, torch_module(torch, model, sdpa=False), x, G, args.torch_no_grad)
         cases["torch SDPA"] = torch_case(torch, torch_module(torch, model, sdpa=True), x, G, args.torch_no_grad)
     cases["floor"] = floor_case(model, x, G)
+    if torch is not None:
+        cases["torch floor"] = torch_floor_case(torch, model, x, G)
     head = np.empty((b, h, n, d // h), dtype=dtype)
     auto = kernels.choose_impl("auto", head, head, head)
     rows = []
@@ -176,6 +256,8 @@ def run_shape(
         for impl in impls:
             row[f"{impl}/sdpa"] = ratio(ms[impl], ms.get("torch SDPA"))
             row[f"{impl}/floor"] = ratio(ms[impl], ms["floor"])
+            row[f"{impl}/tfloor"] = ratio(ms[impl], ms.get("torch floor"))
+        row["tfloor/floor"] = ratio(ms.get("torch floor"), ms["floor"])
         row["manual/sdpa"] = ratio(ms.get("torch manual"), ms.get("torch SDPA"))
         row["sdpa/floor"] = ratio(ms.get("torch SDPA"), ms["floor"])
         rows.append(row)
@@ -187,9 +269,11 @@ def columns(impls: list[str]) -> list[tuple[str, str, str]]:
     cols = [("shape", "(b, n, d, heads)", "s"), ("dtype", "dtype", "s"), ("phase", "phase", "s")]
     cols += [(f"{impl} ms", f"npattn {impl} ms", ".1f") for impl in impls]
     cols += [("torch manual ms", "torch manual ms", ".1f"), ("torch SDPA ms", "torch SDPA ms", ".1f")]
-    cols += [("floor ms", "floor ms", ".1f")]
+    cols += [("floor ms", "floor ms", ".1f"), ("torch floor ms", "torch floor ms", ".1f")]
     cols += [(f"{impl}/sdpa", f"{impl} / SDPA", ".2f") for impl in impls]
     cols += [(f"{impl}/floor", f"{impl} / floor", ".2f") for impl in impls]
+    cols += [(f"{impl}/tfloor", f"{impl} / torch floor", ".2f") for impl in impls]
+    cols += [("tfloor/floor", "torch floor / floor", ".2f")]
     cols += [("manual/sdpa", "manual / SDPA", ".2f"), ("sdpa/floor", "SDPA / floor", ".2f")]
     cols += [("auto", "auto picks", "s")]
     return cols
