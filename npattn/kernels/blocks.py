@@ -31,6 +31,7 @@ __all__ = [
     "MIN_PARALLEL_ELEMENTS",
     "T",
     "augment",
+    "causal_band",
     "causal_fill",
     "check_qkv",
     "flat",
@@ -168,6 +169,29 @@ def causal_fill(block: np.ndarray, row0: int, col0: int, value: float) -> None:
     if mask is None:
         mask = _TRIU[rows] = np.triu(np.ones((rows, rows), dtype=bool), k=1)
     np.putmask(block[:, lo:stop], mask[:, lo - offset : stop - offset], value)
+
+
+_ABOVE: list[np.ndarray] = [np.zeros((0, 0), dtype=bool)]
+
+
+def causal_band(block: np.ndarray, row0: int, col0: int) -> tuple[np.ndarray, np.ndarray]:
+    """The part of a block of scores (..., rows, cols) that the book's mask touches, and where:
+    ``(band, above)``; ``np.copyto(band, value, where=above)`` sets the masked entries.
+
+    ``block``'s first element is (query row0, key col0), row0 >= col0, and the block holds no key
+    after its last query (col0 + cols <= row0 + rows). Then key col0 + j lies after query row0 + i
+    only in ``band = block[..., row0 - col0:]``, exactly where the bool ``above`` (band's last two
+    axes; it broadcasts over the leading ones) is True: above the band's diagonal.
+    """
+    rows, cols = block.shape[-2:]
+    lo = row0 - col0
+    if lo < 0 or col0 + cols > row0 + rows:
+        raise ValueError(f"causal_band: block at ({row0}, {col0}) of shape {block.shape} is not a causal block")
+    width = cols - lo
+    if _ABOVE[0].shape[0] < max(rows, width):
+        size = max(rows, width)
+        _ABOVE[0] = np.triu(np.ones((size, size), dtype=bool), k=1)
+    return block[..., lo:], _ABOVE[0][:rows, :width]
 
 
 def check_qkv(queries: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None:

@@ -183,13 +183,18 @@ _online_softmax_rows = tiled._online_softmax_rows
 
 def _wrong_rescale(S, mx, alpha, r0, r1):  # forgets to rescale what was summed before
     _online_softmax_rows(S, mx, alpha, r0, r1)
-    alpha[r0:r1] = 1.0
+    alpha[:, r0:r1] = 1.0
 
 
 def _inverted_rescale(S, mx, alpha, r0, r1):  # exp(mx_new - mx_old) instead of exp(mx_old - mx_new)
     _online_softmax_rows(S, mx, alpha, r0, r1)
-    a = alpha[r0:r1]
+    a = alpha[:, r0:r1]
     a[a > 0] = 1.0 / a[a > 0]
+
+
+def _band_with_the_diagonal(block, row0, col0):  # masks each query's own key too
+    band, above = blocks.causal_band(block, row0, col0)
+    return band, np.triu(np.ones(above.shape, dtype=bool))
 
 
 def _short_key_end(e, m, causal):  # the last query of each block loses its own key
@@ -205,6 +210,7 @@ PLANTED = {
     "tiled: running sum not rescaled": (tiled, "_online_softmax_rows", _wrong_rescale, False),
     "tiled: running sum rescaled the wrong way": (tiled, "_online_softmax_rows", _inverted_rescale, False),
     "tiled: diagonal blocks not masked": (tiled, "_crosses", lambda a, k0, k1, causal: False, False),
+    "tiled: the diagonal itself masked": (tiled, "causal_band", _band_with_the_diagonal, False),
     "fused: missing D term": (fused, "row_dot", lambda a, b: np.zeros(a.shape[:2]), True),
     "fused: dS without the weights": (fused, "_multiply_rows", lambda dS, E, r0, r1: None, True),
     "fused: diagonal not masked": (fused, "causal_fill", lambda block, row0, col0, value: None, False),

@@ -10,7 +10,7 @@ import pytest
 
 import npattn
 from npattn import kernels
-from npattn.kernels import blocks
+from npattn.kernels import blocks, tiled
 from npattn.nn import functional as F
 
 SLAB_MODES = ["serial", "slabs", "slabs without a BLAS limit"]
@@ -64,6 +64,49 @@ def test_heads_equal_the_reference(rng, slab_mode, impl, blocks_qk, causal, n):
     if impl == "tiled":  # laid out like the inputs: merging the heads back is a view
         for a in (out, *grads):
             assert a.transpose(0, 2, 1, 3).flags.c_contiguous
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("per_group", [1, 2, 5])
+@pytest.mark.parametrize("n", [1, 29])
+def test_tiled_head_groups_equal_the_reference(rng, slab_mode, monkeypatch, per_group, causal, n):
+    """Several heads per step (5 heads in groups of 1, 2 + 2 + 1, or all 5) give the reference's numbers."""
+    monkeypatch.setattr(tiled, "_per_group", lambda lead, block_elements, itemsize: min(per_group, lead[-1]))
+    q, k, v, G = heads(rng, 2, n, 5, 4)
+    out, cache = kernels.attention(q, k, v, causal=causal, impl="tiled", block_q=7, block_k=5)
+    grads = kernels.attention_backward(G, cache)
+    out_ref, grads_ref = reference(q, k, v, G, causal)
+    np.testing.assert_allclose(out, out_ref, rtol=0, atol=1e-12)
+    for g, r in zip(grads, grads_ref):
+        np.testing.assert_allclose(g, r, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_gradcheck_tiled_head_groups(rng, monkeypatch, causal):
+    monkeypatch.setattr(tiled, "_per_group", lambda lead, block_elements, itemsize: min(2, lead[-1]))
+    q, k, v, _ = heads(rng, 1, 8, 3, 2)  # groups of 2 + 1 heads
+    kwargs = {"impl": "tiled", "causal": causal, "block_q": 3, "block_k": 2}
+    assert npattn.gradcheck_stage(kernels.attention, kernels.attention_backward, [q, k, v], kwargs=kwargs)
+
+
+def test_per_group_fills_the_budget_and_every_core():
+    assert tiled._per_group((8, 12), 128 * 1024, 4) == 2  # two (128, 1024) float32 blocks in GROUP_BYTES
+    assert tiled._per_group((8, 12), 128 * 1024, 8) == 1
+    assert tiled._per_group((1, 12), 16, 4) == min(12, -(-12 // blocks.num_workers()))
+    assert tiled._per_group((3,), 10**9, 4) == 1
+
+
+@pytest.mark.parametrize("shape,row0,col0", [((5, 5), 0, 0), ((3, 7), 4, 0), ((2, 4, 6), 9, 5), ((4, 2), 7, 6)])
+def test_causal_band_is_the_books_mask(shape, row0, col0):
+    """causal_band marks exactly what causal_fill masks (key col0 + j after query row0 + i)."""
+    block = np.zeros(shape)
+    band, above = blocks.causal_band(block, row0, col0)
+    np.copyto(band, 1.0, where=above)
+    expected = np.zeros(shape)
+    blocks.causal_fill(expected.reshape(-1, *shape[-2:])[0], row0, col0, 1.0)
+    np.testing.assert_array_equal(block.reshape(-1, *shape[-2:])[0], expected.reshape(-1, *shape[-2:])[0])
+    with pytest.raises(ValueError):
+        blocks.causal_band(block, col0 - 1, col0) if col0 else blocks.causal_band(np.zeros((2, 9)), 0, 0)
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
