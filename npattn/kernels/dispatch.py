@@ -130,15 +130,18 @@ def _operand(value: Any, name: str) -> np.ndarray:
 def _run(
     chosen: str, arrays: list[np.ndarray], causal: bool, mask: np.ndarray | None, options: dict[str, Any]
 ) -> tuple[np.ndarray, Any]:
-    """Stages 2 to 5 on the chosen path, in the inputs' (one) dtype."""
+    """Stages 2 to 5 on the chosen path, in the inputs' (one) dtype; ``options`` is empty or holds
+    every optional argument of ``attention``."""
     q, k, v = arrays
     if chosen == "fused":
         return fused_forward(q, k, v, causal=causal)
     if chosen == "tiled":
-        blocks = {name: options[name] for name in ("block_q", "block_k") if options[name] is not None}
+        blocks = {name: options[name] for name in ("block_q", "block_k") if options.get(name) is not None}
         return tiled_forward(q, k, v, causal=causal, **blocks)
     if causal:
         mask = F.causal_mask(q.shape[-2], k.shape[-2])
+    if not options:  # no dropout, no recorder
+        return F.attention_forward(q, k, v, mask=mask)
     dropout = {"dropout_keep": options["dropout_keep"], "dropout_p": options["dropout_p"]}
     return F.attention_forward(q, k, v, mask=mask, record=options["record"], **dropout)
 
@@ -181,6 +184,43 @@ def attention(
     for i, a in enumerate(arrays):  # the common case costs a few attribute reads; anything else is converted
         if type(a) is not np.ndarray or a.ndim < 2 or a.dtype.kind != "f":
             arrays[i] = _operand(a, ("queries", "keys", "values")[i])
+    plain = mask is None and dropout_keep is None and record is None and block_q is None and block_k is None
+    if not plain:
+        mask, dropout_keep = _check_options(causal, mask, dropout_keep, dropout_p, record, block_q, block_k)
+    chosen = choose_impl(impl, *arrays, dropout=dropout_keep is not None or mask is not None, record=record)
+    options: dict[str, Any] = {} if plain else {
+        "dropout_keep": dropout_keep, "dropout_p": dropout_p, "block_q": block_q, "block_k": block_k, "record": record
+    }
+    q, k, v = arrays
+    dtype = q.dtype if q.dtype == k.dtype == v.dtype else np.result_type(q.dtype, k.dtype, v.dtype)
+    compute = dtype if dtype.itemsize >= 4 else np.dtype(np.float32)  # compute_dtype(dtype)
+    # With copy (the default), the cache refers to private arrays, never to the caller's.
+    out, inner = _run(
+        chosen, [a.astype(compute) if copy or a.dtype != compute else a for a in arrays], causal, mask, options
+    )
+    # A NaN or inf anywhere in out makes its sum non-finite (a sum that overflows only costs a redo).
+    overflowed = compute.itemsize < 8 and not math.isfinite(np.add.reduce(out, None))
+    if overflowed and all(np.isfinite(a).all() for a in arrays):
+        # Finite inputs, non-finite output: the scores overflowed float32. Every path redoes it in float64.
+        compute = np.dtype(np.float64)
+        options = {**options, "record": None} if options else options
+        out, inner = _run(chosen, [a.astype(compute) for a in arrays], causal, mask, options)
+    # The fast paths' caches hold their output: the caller gets a copy of it.
+    if chosen != "reference" or out.dtype != dtype:
+        out = out.astype(dtype)
+    return out, (chosen, inner, compute, (q.dtype, k.dtype, v.dtype), out.shape)
+
+
+def _check_options(
+    causal: bool,
+    mask: Any,
+    dropout_keep: Any,
+    dropout_p: float,
+    record: Any,
+    block_q: int | None,
+    block_k: int | None,
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``attention``'s optional arguments checked; returns mask and dropout_keep as arrays (or None)."""
     if mask is not None:
         mask = np.asarray(mask)
         if mask.dtype != bool:
@@ -198,28 +238,7 @@ def attention(
         check_positive_int(block_q, "block_q")
     if block_k is not None:
         check_positive_int(block_k, "block_k")
-    fallback = dropout_keep is not None or mask is not None
-    chosen = choose_impl(impl, *arrays, dropout=fallback, record=record)
-    options: dict[str, Any] = {
-        "dropout_keep": dropout_keep, "dropout_p": dropout_p, "block_q": block_q, "block_k": block_k, "record": record
-    }
-    dtypes = (arrays[0].dtype, arrays[1].dtype, arrays[2].dtype)
-    dtype = dtypes[0] if dtypes[0] == dtypes[1] == dtypes[2] else np.result_type(*dtypes)
-    compute = dtype if dtype.itemsize >= 4 else np.dtype(np.float32)  # compute_dtype(dtype)
-    # With copy (the default), the cache refers to private arrays, never to the caller's.
-    out, inner = _run(
-        chosen, [a.astype(compute) if copy or a.dtype != compute else a for a in arrays], causal, mask, options
-    )
-    # A NaN or inf anywhere in out makes its sum non-finite (a sum that overflows only costs a redo).
-    overflowed = compute.itemsize < 8 and not math.isfinite(np.add.reduce(out, None))
-    if overflowed and all(np.isfinite(a).all() for a in arrays):
-        # Finite inputs, non-finite output: the scores overflowed float32. Every path redoes it in float64.
-        compute = np.dtype(np.float64)
-        out, inner = _run(chosen, [a.astype(compute) for a in arrays], causal, mask, {**options, "record": None})
-    # The fast paths' caches hold their output: the caller gets a copy of it.
-    if chosen != "reference" or out.dtype != dtype:
-        out = out.astype(dtype)
-    return out, (chosen, inner, compute, dtypes, out.shape)
+    return mask, dropout_keep
 
 
 def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -44,6 +44,10 @@ class Parameter:
 
     @data.setter
     def data(self, value: Any) -> None:
+        grad, current = self.grad, self.__dict__.get("_data")
+        if value is current and isinstance(grad, np.ndarray) and isinstance(current, np.ndarray):
+            if grad.shape == current.shape and grad.dtype == current.dtype:  # ``p.data -= step``: the same array back
+                return
         arr = as_array(value, "Parameter data")
         self._data = arr
         grad = self.grad

@@ -80,7 +80,7 @@ def _shape_error(stage: str, rule: str, **arrays: np.ndarray) -> ShapeError:
 
 def _check_grad(stage: str, d_out: np.ndarray, shape: tuple[int, ...]) -> None:
     """The upstream gradient must have exactly the forward output's shape (no silent broadcasting)."""
-    if np.shape(d_out) != shape:
+    if (d_out.shape if type(d_out) is np.ndarray else np.shape(d_out)) != shape:
         raise ShapeError(f"{stage}: expected a gradient of shape {shape} (the forward output's), got {np.shape(d_out)}")
 
 
@@ -246,9 +246,10 @@ def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
         raise _shape_error("softmax", "needs at least one axis", z=z)
     if z.shape[axis] == 0:
         return z.copy()
-    z_max = z.max(axis=axis, keepdims=True)
-    e = np.exp(z - z_max)
-    return e / e.sum(axis=axis, keepdims=True)
+    e = z - z.max(axis=axis, keepdims=True)
+    e = np.exp(e, out=e) if e.dtype.kind == "f" else np.exp(e)  # in place: no temporaries
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
 
 
 def softmax_forward(attn_scores: np.ndarray, scale: float) -> tuple[np.ndarray, tuple]:
@@ -256,8 +257,9 @@ def softmax_forward(attn_scores: np.ndarray, scale: float) -> tuple[np.ndarray, 
 
     Raises:
         DTypeError: attn_scores that are not real numbers (bool, complex, ...)."""
-    if np.asarray(attn_scores).dtype.kind not in "fiu":
-        raise _not_numbers("softmax_forward", attn_scores=np.asarray(attn_scores))
+    if type(attn_scores) is not np.ndarray or attn_scores.dtype.kind not in "fiu":
+        if np.asarray(attn_scores).dtype.kind not in "fiu":
+            raise _not_numbers("softmax_forward", attn_scores=np.asarray(attn_scores))
     attn_weights = softmax(attn_scores * scale, axis=-1)
     return attn_weights, (attn_weights, scale)
 
