@@ -10,7 +10,8 @@ their own rows or slabs use several cores. Two ways to split the work:
   worker running its products on one BLAS thread and its elementwise work in its own cache. One
   hand-off per call instead of one per product and per phase: every multi-threaded BLAS call and
   every hand-off waits for the slowest thread, and on a busy machine that wait is what costs
-  most. It needs a BLAS whose thread count can be set for the duration (``threadpoolctl``,
+  most. Each worker takes the next slab as it finishes one, so a core that another process
+  slows down gets fewer slabs. It needs a BLAS whose thread count can be set for the duration (``threadpoolctl``,
   installed with ``pip install npattn[fast]``); without it, slabs run one after the other in
   the calling thread with ``run_rows``.
 """
@@ -18,6 +19,7 @@ their own rows or slabs use several cores. Two ways to split the work:
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
@@ -117,7 +119,8 @@ def splits_slabs(count: int) -> bool:
 def run_slabs(fn: Callable[[tuple, RowRunner], None], slabs: Sequence[tuple], slab_elements: int) -> None:
     """Call ``fn(s, rows)`` for every slab index s; ``rows`` is the row runner fn must use.
 
-    Split over the pool (BLAS on one thread, ``rows = serial_rows``) when there are several
+    Split over the pool (BLAS on one thread, ``rows = serial_rows``; each worker takes the next
+    slab not yet taken) when there are several
     slabs and cores, the work is at least MIN_PARALLEL_ELEMENTS and BLAS threads can be limited;
     else one slab after another in the calling thread with ``rows = run_rows``. ``fn`` must
     write only its own slab's outputs.
@@ -127,17 +130,23 @@ def run_slabs(fn: Callable[[tuple, RowRunner], None], slabs: Sequence[tuple], sl
         for s in slabs:
             fn(s, run_rows)
         return
+    pending = iter(slabs)
+    lock = threading.Lock()
 
-    def chunk(part: Sequence[tuple]) -> None:
-        for s in part:
+    def take() -> None:
+        """Run the next slab not yet taken until none is left: a worker that the machine slows
+        down (another process on its core) takes fewer slabs instead of holding up the call."""
+        while True:
+            with lock:
+                s = next(pending, None)
+            if s is None:
+                return
             fn(s, serial_rows)
 
-    bounds = [len(slabs) * i // workers for i in range(workers + 1)]
-    first, *rest = (slabs[a:b] for a, b in pairwise(bounds))
     with _blas_controller().limit(limits=1):  # BLAS back to its own thread count on the way out
-        futures = [_get_pool().submit(chunk, part) for part in rest]
+        futures = [_get_pool().submit(take) for _ in range(workers - 1)]
         try:
-            chunk(first)
+            take()
         finally:
             for f in futures:
                 f.result()

@@ -5,6 +5,8 @@ equals the reference (float64 within 1e-12) with and without the causal mask, fo
 multiple of any block size and n < context_length, and passes gradient checks; planted bugs in
 the new backward code are rejected."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -138,6 +140,29 @@ def test_run_slabs_splits_over_the_pool_with_one_blas_thread(monkeypatch):
     seen.clear()
     blocks.run_slabs(fn, [(0,), (1,)], 10)
     assert [rows for _, rows, _ in seen] == [blocks.run_rows, blocks.run_rows]
+
+
+def test_run_slabs_gives_the_other_slabs_to_a_free_worker(monkeypatch):
+    """A worker held up on one slab does not hold up the rest: the others take every other slab."""
+    pytest.importorskip("threadpoolctl")
+    monkeypatch.setattr(blocks, "MIN_PARALLEL_ELEMENTS", 0)
+    if blocks.num_workers() < 2:
+        pytest.skip("one core")
+    slabs = [(i,) for i in range(8)]
+    done, lock, rest_done, threads = [], threading.Lock(), threading.Event(), {}
+
+    def fn(s, rows):
+        threads[s] = threading.get_ident()
+        if s == (0,):
+            assert rest_done.wait(timeout=30), "the other slabs waited for slab 0"
+        with lock:
+            done.append(s)
+            if len(done) == len(slabs) - 1 and (0,) not in done:
+                rest_done.set()
+
+    blocks.run_slabs(fn, slabs, 10)
+    assert sorted(done) == slabs
+    assert all(threads[s] != threads[(0,)] for s in slabs[1:])
 
 
 # ------------------------------------------------------------------ the modules
