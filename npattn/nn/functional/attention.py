@@ -246,9 +246,10 @@ def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
         raise _shape_error("softmax", "needs at least one axis", z=z)
     if z.shape[axis] == 0:
         return z.copy()
-    e = z - z.max(axis=axis, keepdims=True)
+    # np.maximum.reduce and np.add.reduce are what z.max and e.sum call, without their Python layer.
+    e = z - np.maximum.reduce(z, axis=axis, keepdims=True)
     e = np.exp(e, out=e) if e.dtype.kind == "f" else np.exp(e)  # in place: no temporaries
-    e /= e.sum(axis=axis, keepdims=True)
+    e /= np.add.reduce(e, axis=axis, keepdims=True)
     return e
 
 
@@ -269,7 +270,7 @@ def softmax_backward(d_attn_weights: np.ndarray, cache: tuple) -> tuple[np.ndarr
     # forward: attn_weights = softmax(attn_scores * scale, axis=-1)
     attn_weights, scale = cache
     _check_grad("softmax_backward", d_attn_weights, attn_weights.shape)
-    row_dot = (d_attn_weights * attn_weights).sum(axis=-1, keepdims=True)
+    row_dot = np.add.reduce(d_attn_weights * attn_weights, axis=-1, keepdims=True)  # rowsum(dA * A)
     d_attn_scores = scale * attn_weights * (d_attn_weights - row_dot)
     return (d_attn_scores,)
 
