@@ -20,10 +20,9 @@ blocks K_j, V_j (scale folded into the queries: q = scale * queries):
     dS     = P * (G_i V_j^T - D_i)                      softmax_backward: A * (dA - rowsum(dA * A))
     dQ_i  += scale * dS K_j,   dK_j += dS^T q_i          scores_backward (and the scale)
 
-In the backward, subtracting L_i and D_i is folded into the matrix products ([q_i, -L_i] @
-[K_j, 1]^T), so the elementwise work per block is: max, subtract, floor, exp, row sum (forward);
-floor, exp, multiply (backward). (The forward sums rows with ``sum``, not with a column of ones
-appended to V_j: a product 65 columns wide costs BLAS a quarter more than one 64 wide.)
+Row sums come out of the matrix products ([V_j, 1] gives P~ V_j and rowsum(P~) in one call), and
+subtracting L_i and D_i is folded into them too ([q_i, -L_i] @ [K_j, 1]^T), so the elementwise work
+per block is: max, subtract, floor, exp (forward); floor, exp, multiply (backward).
 ``causal=True`` (the book's mask: key j > query i masked) never touches a key after a query
 block's last query (``blocks.key_end``), and in a key block the diagonal crosses, skips the query
 rows that precede every key of the block; it masks only the diagonal's band
@@ -163,7 +162,7 @@ def tiled_forward(
     dtype = q.dtype
     out = like(queries, kv)  # laid out like queries: heads merge back without a copy
     L = np.empty(queries.shape[:-1], dtype=dtype)
-    q3, k3, v3, out3 = _stacks(q, keys, values, out)
+    q3, k3, v3, out3 = _stacks(q, keys, v_aug, out)
     L3 = L[None] if L.ndim == 1 else L
 
     def forward_slab(s: tuple, rows: RowRunner) -> None:
@@ -173,8 +172,7 @@ def tiled_forward(
         for a, e in _blocks(n, block_q):
             mx = np.full((g, e - a), -np.inf, dtype=dtype)
             alpha = np.empty((g, e - a), dtype=dtype)
-            l = np.zeros((g, e - a), dtype=dtype)
-            acc = np.zeros((g, e - a, kv), dtype=dtype)  # alpha-rescaled P~ V
+            acc = np.zeros((g, e - a, kv + 1), dtype=dtype)  # [alpha-rescaled P~ V, l]
             for k0, k1 in _blocks(key_end(e, m, causal), block_k):
                 r = _first_row(a, k0, causal)  # rows a .. r - 1 see no key of this block
                 S = np.matmul(Q[:, r:e], T(K[:, k0:k1]))
@@ -185,11 +183,10 @@ def tiled_forward(
                 rows(partial(_online_softmax_rows, S, mx[:, r - a :], alpha[:, r - a :]), e - r, g * (k1 - k0))
                 if crosses:
                     np.copyto(band, 0.0, where=above)  # masked weights exactly 0
-                l[:, r - a :] *= alpha[:, r - a :]
-                l[:, r - a :] += S.sum(axis=2)
                 acc[:, r - a :] *= alpha[:, r - a :, None]
                 acc[:, r - a :] += np.matmul(S, V[:, k0:k1])
-            np.divide(acc, l[..., None], out=O[:, a:e])
+            l = acc[..., kv]
+            np.divide(acc[..., :kv], l[..., None], out=O[:, a:e])
             np.log(l, out=l)
             np.add(mx, l, out=Ls[:, a:e])
 
