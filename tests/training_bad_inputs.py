@@ -131,6 +131,15 @@ def _lm_resume(edit: Callable[[dict[str, Any]], Any], steps: int = 5) -> Any:
     return run_lm({"text": "t.txt", "steps": steps}, resume="run.npz", out=None)
 
 
+def _task_resume(edit: Callable[[dict[str, Any]], Any]) -> Any:
+    """Resume a 2-step teacher-student checkpoint after ``edit`` changed it."""
+    npattn.train_task("teacher-student", steps=2, save="run.npz")
+    state = npattn.load("run.npz")
+    edit(state)
+    npattn.save(state, "run.npz")
+    return npattn.train_task(steps=4, resume="run.npz")
+
+
 def _lm_history(**entries: Any) -> Any:
     return LMHistory.from_state_dict({**LMHistory().state_dict(), **entries})
 
@@ -329,6 +338,21 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             "it is a directory",
         ),
         (
+            "train_task(resume=)",
+            "an emptied optimizer state (was Adam's moments restarting from zero)",
+            in_scratch(lambda: _task_resume(lambda s: s["optimizer"].update(state={}))),
+            ckpt,
+            "optimizer state of parameter 0: 'step' is missing (no state: the moments would restart from zero); "
+            "expected 2, the history's step count",
+        ),
+        (
+            "train_task(resume=)",
+            "one parameter's optimizer step edited (was accepted)",
+            in_scratch(lambda: _task_resume(lambda s: s["optimizer"]["state"][1].update(step=99))),
+            ckpt,
+            "optimizer state of parameter 1: 'step' is 99; expected 2, the history's step count",
+        ),
+        (
             "run_lm(given)",
             "an unknown setting (was a TypeError)",
             lambda: _lm_run(given={"foo": 1}),
@@ -418,6 +442,28 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             in_scratch(lambda: _lm_resume(lambda s: s["history"].update(batch=10**9))),
             ckpt,
             "history.batch 1000000000 is beyond the",
+        ),
+        (
+            "run_lm(given, resume=)",
+            "history.global_step=-1 after 3 steps (was accepted)",
+            in_scratch(lambda: _lm_resume(lambda s: s["history"].update(global_step=-1))),
+            ckpt,
+            "history.epoch 0 and history.batch 3 place the run after 3 steps (168 per epoch); expected 0, "
+            "the count history.global_step -1 gives",
+        ),
+        (
+            "run_lm(given, resume=)",
+            "history.tokens_seen edited (was accepted)",
+            in_scratch(lambda: _lm_resume(lambda s: s["history"].update(tokens_seen=5))),
+            ckpt,
+            "history.tokens_seen is 5; expected 48 (3 steps of 16 tokens)",
+        ),
+        (
+            "run_lm(given, resume=)",
+            "an optimizer step that differs from the history's (was accepted)",
+            in_scratch(lambda: _lm_resume(lambda s: s["optimizer"]["state"][4].update(step=99))),
+            ckpt,
+            "optimizer state of parameter 4: 'step' is 99; expected 3, the history's step count",
         ),
         (
             "run_lm(given, resume=)",

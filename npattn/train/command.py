@@ -4,6 +4,7 @@ exactly) and ``npattn train``'s glue, ``run_train_command``."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from npattn.nn.module import Module
 from npattn.optim import SGD, Adam, AdamW, Optimizer
 from npattn.train import atomic, checkpoint
 from npattn.train.lm_run import LMSettings, run_lm
-from npattn.train.loop import History, fit, progress_header, progress_line
+from npattn.train.loop import History, check_optimizer_steps, fit, progress_header, progress_line
 from npattn.train.tasks import TASKS, make_task
 
 __all__ = ["LM_OPTIONS", "OPTIMIZERS", "run_lm_command", "run_train_command", "train_task"]
@@ -83,6 +84,12 @@ def _restore(
         raise CheckpointError(f"{name!r} holds a history npattn cannot read ({type(exc).__name__}: {exc})") from None
     if len(history.loss) != step:
         raise CheckpointError(f"{name!r}: its history has {len(history.loss)} losses for {step} steps")
+    logged = history.log_steps
+    if any(not 1 <= s <= step for s in logged) or any(a >= b for a, b in itertools.pairwise(logged)):
+        raise CheckpointError(
+            f"{name!r}: history.log_steps must be increasing step counts in [1, {step}], got {logged[:8]}"
+        )
+    check_optimizer_steps(opt, step, name)
     return history
 
 

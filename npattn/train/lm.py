@@ -226,6 +226,42 @@ class LMHistory:
             )
         return history
 
+    def check_counts(self, steps_per_epoch: int, tokens_per_batch: int) -> None:
+        """The counters agree with the step count: ``epoch * steps_per_epoch + batch`` and
+        ``tokens_seen / tokens_per_batch`` are ``global_step + 1`` (every training batch is full, the
+        book's drop_last), each evaluation's tokens match its step, nothing is recorded after it.
+
+        Raises:
+            CheckpointError: naming the counter, the expected and the actual value.
+        """
+        _check_counts(self, steps_per_epoch, tokens_per_batch)
+
+
+def _check_counts(history: LMHistory, steps_per_epoch: int, tokens_per_batch: int) -> None:
+    """``history.check_counts``: the counters a run of ``global_step + 1`` full batches gives."""
+    done = history.global_step + 1
+    at = history.epoch * steps_per_epoch + history.batch
+    if at != done:
+        raise CheckpointError(
+            f"history.epoch {history.epoch} and history.batch {history.batch} place the run after {at} steps "
+            f"({steps_per_epoch} per epoch); expected {done}, the count history.global_step {history.global_step} gives"
+        )
+    counts = [("tokens_seen", history.tokens_seen, history.global_step)]
+    counts += [
+        (f"track_tokens_seen[{i}]", n, s) for i, (s, n) in enumerate(zip(history.eval_steps, history.track_tokens_seen))
+    ]
+    for counter, got, step in counts:
+        if got != (step + 1) * tokens_per_batch:
+            raise CheckpointError(
+                f"history.{counter} is {got}; expected {(step + 1) * tokens_per_batch} "
+                f"({step + 1} steps of {tokens_per_batch} tokens)"
+            )
+    late = [step for step in [*history.eval_steps, *(s for s, _ in history.samples)] if step > history.global_step]
+    if late:
+        raise CheckpointError(
+            f"the history records evaluations or samples at step {late[0]}, after its global_step {history.global_step}"
+        )
+
 
 def differences(missing: list[str], extra: list[str]) -> str:
     """``missing ['a']; unexpected ['b']``, each part only when it is not empty."""

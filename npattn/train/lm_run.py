@@ -30,6 +30,7 @@ from npattn.optim import AdamW
 from npattn.train import atomic, checkpoint
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm
+from npattn.train.loop import check_optimizer_steps
 from npattn.train.text import DataLoader, create_dataloader_v1, default_corpus, read_text, split_train_val
 from npattn.train.tokenizers import TOKENIZER_KINDS, Tokenizer, tokenizer_from_dict, train_tokenizer
 
@@ -233,11 +234,16 @@ def _resume_settings(stored: LMSettings, given: dict[str, Any]) -> LMSettings:
 
 
 def _check_resumed(history: LMHistory, settings: LMSettings, steps_per_epoch: int, name: str) -> None:
-    """The history fits these loaders, and the run asks for at least the steps already taken."""
+    """The history fits these loaders (its counters are the ones its step count gives), and the run
+    asks for at least the steps already taken."""
     if history.batch > steps_per_epoch:
         raise CheckpointError(
             f"{name!r}: history.batch {history.batch} is beyond the {steps_per_epoch} batches of an epoch"
         )
+    try:
+        history.check_counts(steps_per_epoch, settings.batch_size * settings.context_length)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{name!r}: {exc}") from None
     done = history.global_step + 1
     if settings.steps is not None and settings.steps < done:
         raise ConfigError(f"steps={settings.steps} is below the checkpoint's step count {done}")
@@ -336,6 +342,7 @@ def run_lm(
                 f"{name!r}: its optimizer's lr and weight_decay {groups[0]} differ from the run's "
                 f"({settings.lr}, {settings.weight_decay}); the learning rate cannot change on resume"
             )
+        check_optimizer_steps(optimizer, history.global_step + 1, name)
         _set_rng_state(model, saved["dropout_rng"], name)
     steps_per_epoch = len(train_loader)
     num_epochs = settings.epochs or (math.ceil(settings.steps / steps_per_epoch) if settings.steps is not None else 1)

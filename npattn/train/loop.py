@@ -22,12 +22,12 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_nonnegative_int
-from npattn.errors import ConfigError, TrainingError
+from npattn.errors import CheckpointError, ConfigError, TrainingError
 from npattn.nn.losses import Loss
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
 
-__all__ = ["History", "check_finite", "fit", "progress_header", "progress_line"]
+__all__ = ["History", "check_finite", "check_optimizer_steps", "fit", "progress_header", "progress_line"]
 
 Batches = Callable[[int], tuple[np.ndarray, Any]]
 
@@ -80,6 +80,33 @@ class History:
             start={k: np.array(v) for k, v in state["start"].items()},
             last_log={k: np.array(v) for k, v in state["last_log"].items()},
         )
+
+
+def check_optimizer_steps(optimizer: Optimizer, steps: int, name: str) -> None:
+    """A resumed optimizer's state agrees with the ``steps`` updates the run's history counts.
+
+    Every parameter of a training run receives a gradient at every step, so after ``steps`` updates
+    Adam's and AdamW's state holds ``step == steps`` for every parameter (and no state before the
+    first), and SGD with momentum holds a momentum buffer for every parameter exactly when
+    ``steps > 0``. Anything else (an emptied state: moments silently restarting from zero; one
+    parameter at another step) is refused before training.
+
+    Raises:
+        CheckpointError: naming the checkpoint ``name``, the parameter, the expected and the actual value.
+    """
+    for i, (group, p) in enumerate((g, p) for g in optimizer.param_groups for p in g["params"]):
+        state = optimizer.state.get(p, {})
+        where = f"{name!r}: optimizer state of parameter {i}"
+        if "step" in optimizer.buffers:
+            got = state.get("step", 0)
+            if got != steps:
+                shown = "missing (no state: the moments would restart from zero)" if not state else repr(got)
+                raise CheckpointError(f"{where}: 'step' is {shown}; expected {steps}, the history's step count")
+        elif group.get("momentum", 0) != 0 and ("momentum_buffer" in state) != (steps > 0):
+            has = "has" if state else "has no"
+            raise CheckpointError(
+                f"{where} {has} a 'momentum_buffer' after {steps} steps (expected {'one' if steps else 'none'})"
+            )
 
 
 def check_finite(model: Module, loss: float, step: int) -> None:
