@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import numbers
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -22,7 +25,11 @@ __all__ = [
     "check_positive_int",
     "check_probability",
     "grad_problem",
+    "stage_arrays",
+    "wrap_stages",
 ]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.ndarray:
@@ -213,3 +220,78 @@ def grad_problem(grad: Any, data: np.ndarray, shape: tuple[int, ...] | None = No
             f"and dtype {data.dtype}"
         )
     return "is read-only (its flags.writeable is False)"
+
+
+def stage_arrays(fn: _F) -> _F:
+    """``fn`` (a stage function) with its array arguments checked, as the modules check theirs.
+
+    Every argument annotated ``np.ndarray`` (or ``np.ndarray | None``, or a sequence of ndarrays)
+    must be an ndarray; a PyTorch tensor is taken as ``tensor.detach().cpu().numpy()`` like the
+    modules take it (``from_tensor``). Anything else (a list, a number, None where an array is
+    needed) is refused with a DTypeError naming the stage, the argument, its type and the fix,
+    instead of a raw AttributeError from deep inside the stage. An ndarray passes untouched.
+    """
+    params = list(inspect.signature(fn).parameters.values())
+    checked = [
+        (
+            i if p.kind is p.POSITIONAL_OR_KEYWORD else len(params),
+            p.name,
+            "Sequence" in str(p.annotation),
+            "None" in str(p.annotation),
+        )
+        for i, p in enumerate(params)
+        if "ndarray" in str(p.annotation)
+    ]
+    stage = fn.__name__
+
+    def convert(value: Any, name: str, optional: bool) -> Any:
+        if type(value) is np.ndarray or isinstance(value, np.ndarray) or (optional and value is None):
+            return value
+        converted = from_tensor(value)
+        if isinstance(converted, np.ndarray):
+            return converted
+        raise DTypeError(
+            f"{stage}: {name} must be a NumPy ndarray, got {type(value).__name__}; convert it with "
+            f"np.asarray({name}) (a torch tensor is taken as tensor.detach().cpu().numpy())"
+        )
+
+    def arg(value: Any, name: str, sequence: bool, optional: bool) -> Any:
+        if not sequence:
+            return convert(value, name, optional)
+        if isinstance(value, np.ndarray):
+            return value
+        if not isinstance(value, (list, tuple)):
+            raise DTypeError(f"{stage}: {name} must be a list or tuple of ndarrays, got {type(value).__name__}")
+        return [convert(v, f"{name}[{j}]", False) for j, v in enumerate(value)]
+
+    positions = tuple(i for i, _, sequence, _ in checked if not sequence and i < len(params))
+    plain = len(positions) == len(checked)  # no sequence arguments: the fast path below decides alone
+    ndarray = np.ndarray
+
+    @functools.wraps(fn)
+    def with_arrays(*args: Any, **kwargs: Any) -> Any:
+        if plain and not kwargs and len(args) > positions[-1]:
+            for i in positions:
+                if type(args[i]) is not ndarray:
+                    break
+            else:  # the common case: every array argument passed by position, an ndarray
+                return fn(*args)
+        args_list = list(args)
+        for i, name, sequence, optional in checked:
+            if i < len(args_list):
+                args_list[i] = arg(args_list[i], name, sequence, optional)
+            elif name in kwargs:
+                kwargs[name] = arg(kwargs[name], name, sequence, optional)
+        return fn(*args_list, **kwargs)
+
+    return with_arrays  # type: ignore[return-value]
+
+
+def wrap_stages(namespace: dict[str, Any], names: list[str]) -> None:
+    """Apply ``stage_arrays`` to every stage function ``names`` lists in ``namespace`` (a module's globals)."""
+    for name in names:
+        fn = namespace[name]
+        if inspect.isfunction(fn) and any(
+            "ndarray" in str(p.annotation) for p in inspect.signature(fn).parameters.values()
+        ):
+            namespace[name] = stage_arrays(fn)

@@ -607,6 +607,20 @@ def library_bad_inputs() -> list[BadInput]:
     ]}  # fmt: skip
     rows += [
         (
+            "F.context_forward(attn_weights, values)",
+            "a nested list (was an AttributeError)",
+            lambda: F.context_forward([[1.0, 0.0]], np.ones((2, 2))),
+            npattn.DTypeError,
+            "context_forward: attn_weights must be a NumPy ndarray, got list; convert it with np.asarray(attn_weights)",
+        ),
+        (
+            "F.layer_norm_backward(d_out, cache)",
+            "None as the gradient (was an AttributeError)",
+            lambda: F.layer_norm_backward(None, ()),
+            npattn.DTypeError,
+            "layer_norm_backward: d_out must be a NumPy ndarray, got NoneType",
+        ),
+        (
             "F.project_forward(x, W)",
             "x's last dim is not W's first",
             lambda: F.project_forward(q, np.ones((4, 2))),

@@ -342,7 +342,7 @@ def run_lm(
                 f"{name!r}: its optimizer's lr and weight_decay {groups[0]} differ from the run's "
                 f"({settings.lr}, {settings.weight_decay}); the learning rate cannot change on resume"
             )
-        check_optimizer_steps(optimizer, history.global_step + 1, name)
+        check_optimizer_steps(optimizer, resumed.global_step + 1, name)
         _set_rng_state(model, saved["dropout_rng"], name)
     steps_per_epoch = len(train_loader)
     num_epochs = settings.epochs or (math.ceil(settings.steps / steps_per_epoch) if settings.steps is not None else 1)

@@ -16,11 +16,14 @@ The five stages of the seed article, as in SelfAttention_v1.forward:
 
 Nothing here knows about modules or parameters: every attention class composes these pairs.
 
-Inputs are ndarrays and are not converted. Shapes are checked, because a mismatch would otherwise
-surface as a raw matmul or broadcasting traceback, or worse as a silently broadcast gradient:
-each forward checks that its operands fit together and each backward that the upstream gradient
-has the forward output's shape, raising ``ShapeError`` with both shapes (a few tuple
-comparisons per call, nothing proportional to the data). Dtypes are not checked here; the
+Inputs are ndarrays and are not converted (a PyTorch tensor is taken as its ndarray, as the
+modules take it; a list, a number or None is refused with a DTypeError naming the stage and the
+argument: ``npattn._checks.stage_arrays``, applied to every stage at the end). Shapes are
+checked, because a mismatch would otherwise surface as a raw matmul or broadcasting traceback,
+or worse as a silently broadcast gradient: each forward checks that its operands fit together
+and each backward that the upstream gradient has the forward output's shape, raising
+``ShapeError`` with both shapes (a few tuple comparisons per call, nothing proportional to the
+data). Dtypes are not checked here; the
 modules check them once at their entry.
 """
 
@@ -31,6 +34,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from npattn._checks import wrap_stages
 from npattn.errors import ConfigError, DTypeError, ShapeError
 
 __all__ = [
@@ -449,3 +453,8 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
         (d_attn_scores,) = mask_backward(d_attn_scores, c_mask)
     d_queries, d_keys = scores_backward(d_attn_scores, c_scores)
     return d_queries, d_keys, d_values
+
+
+# Every stage's array arguments, checked in one place (npattn._checks.stage_arrays): a torch tensor
+# is taken as its ndarray, as the modules take it; a list, a number or None gets a clear DTypeError.
+wrap_stages(globals(), __all__)

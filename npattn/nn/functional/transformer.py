@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from npattn._checks import from_tensor, wrap_stages
 from npattn.errors import BackwardError, ConfigError, DTypeError, ShapeError
 from npattn.nn.functional.attention import _not_numbers
 
@@ -295,10 +296,18 @@ def token_cross_entropy_backward(d_loss: Any, cache: tuple) -> tuple[np.ndarray]
     so each forward allows one backward, as a PyTorch graph frees its buffers after backward.
 
     Raises:
-        ShapeError: d_loss not a scalar. BackwardError: a second backward for the same forward.
+        ShapeError: d_loss not a scalar. DTypeError: d_loss not a real number.
+        BackwardError: a second backward for the same forward.
     """
     # forward: loss = sum over counted tokens of (logsumexp(logits) - logits[target]) / count
     exp, sum_exp, safe, counted, count, shape, spent = cache
+    d_kind = np.asarray(from_tensor(d_loss)).dtype.kind if d_loss is not None else "None"
+    if d_kind not in "fiu" or isinstance(d_loss, (bool, np.bool_)):
+        raise DTypeError(
+            f"token_cross_entropy_backward: d_loss must be a real number (a float or a 0-d array), "
+            f"got {type(d_loss).__name__} {d_loss!r:.40}"
+        )
+    d_loss = from_tensor(d_loss)
     if np.shape(d_loss) != ():
         raise ShapeError(f"token_cross_entropy_backward: expected a scalar d_loss, got shape {np.shape(d_loss)}")
     if spent[0]:
@@ -312,3 +321,8 @@ def token_cross_entropy_backward(d_loss: Any, cache: tuple) -> tuple[np.ndarray]
     dlogits = np.multiply(exp, (weight / sum_exp)[:, None], out=exp)  # softmax(logits) * weight
     dlogits[np.arange(safe.size), safe] -= weight
     return (dlogits.reshape(shape),)
+
+
+# Every stage's array arguments, checked in one place (npattn._checks.stage_arrays): a torch tensor
+# is taken as its ndarray, as the modules take it; a list, a number or None gets a clear DTypeError.
+wrap_stages(globals(), __all__)
