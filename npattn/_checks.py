@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import numbers
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,7 +19,9 @@ __all__ = [
     "as_batched_input",
     "as_features",
     "as_input",
+    "check_allocation",
     "check_bool",
+    "check_bytes",
     "check_finite",
     "check_float_dtype",
     "check_grad_output",
@@ -154,6 +158,46 @@ def check_float_dtype(dtype: Any, name: str = "dtype") -> np.dtype:
         got = repr(dtype) if resolved is None else resolved.name
         raise DTypeError(f"{name} must be a floating dtype such as np.float32 or np.float64, got {got}")
     return resolved
+
+
+def physical_memory() -> int:
+    """This machine's physical memory in bytes (2**63 where the operating system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 2**63
+
+
+def check_allocation(shape: tuple[int, ...], dtype: Any, what: str, count: int = 1) -> None:
+    """Refuse, before anything is allocated, ``count`` arrays of ``shape`` and ``dtype`` that need more
+    bytes than this machine has memory (NumPy would fail with "array is too big", or the process
+    would be killed while filling them). ``what`` names them, with the argument that sized them.
+
+    Raises:
+        ConfigError: naming ``what``, the bytes needed and the memory there is.
+    """
+    nbytes = count * math.prod(shape) * np.dtype(dtype).itemsize
+    arrays = f"{count:,} arrays of shape {shape}" if count != 1 else f"shape {shape}"
+    check_bytes(nbytes, f"{what} ({arrays}, {np.dtype(dtype)})")
+
+
+def check_bytes(nbytes: int, what: str) -> None:
+    """``check_allocation`` for arrays counted by the caller: ``what`` would need ``nbytes`` bytes."""
+    limit = physical_memory()
+    if nbytes > limit:
+        raise ConfigError(
+            f"{what} would need {nbytes:,} bytes ({_human(nbytes)}), more than this machine's memory ({_human(limit)})"
+        )
+
+
+def _human(nbytes: int) -> str:
+    """``1.5 GiB``, ``977 KiB``: bytes in the largest binary unit that keeps a number >= 1."""
+    value, unit = float(nbytes), "bytes"
+    for name in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, name
+    return f"{value:,.1f} {unit}"
 
 
 def check_finite(value: Any, name: str) -> float:

@@ -1225,8 +1225,38 @@ def reliability_bad_inputs() -> list[BadInput]:
             npattn.ConfigError,
             "idx: an empty prompt (shape (1, 0)) has no last token to continue from",
         ),
+        (
+            "CausalAttention(d_in, d_out, context_length, dropout)",
+            "context_length=10**12 (was NumPy's 'array is too big'; on a machine with 16 GiB)",
+            _on_16_gib(lambda: npattn.CausalAttention(3, 2, 10**12, 0.0)),
+            npattn.ConfigError,
+            "context_length=1000000000000: the causal mask (shape (1000000000000, 1000000000000), bool) would need",
+        ),
+        (
+            "GPTModel(cfg)",
+            "n_layers=10**9 (was building blocks until memory ran out; on a machine with 16 GiB)",
+            _on_16_gib(lambda: npattn.GPTModel({**npattn.GPT_CONFIG_124M, "n_layers": 10**9})),
+            npattn.ConfigError,
+            "more than this machine's memory (16.0 GiB)",
+        ),
     ]
     return [BadInput(*row) for row in rows]
+
+
+def _on_16_gib(call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` run as if this machine had 16 GiB of memory (so the messages do not depend on it)."""
+
+    def run() -> Any:
+        import npattn._checks as checks
+
+        real = checks.physical_memory
+        checks.physical_memory = lambda: 16 * 2**30
+        try:
+            return call()
+        finally:
+            checks.physical_memory = real
+
+    return run
 
 
 def debug_bad_inputs() -> list[BadInput]:

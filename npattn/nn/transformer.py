@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_float_dtype, check_grad_output, check_positive_int
+from npattn._checks import as_array, check_allocation, check_float_dtype, check_grad_output, check_positive_int
 from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
 from npattn.nn.layers import Linear
@@ -46,9 +46,10 @@ def normal_init(rng: np.random.Generator | TorchGenerator, shape: tuple[int, ...
     with a TorchGenerator, bit-identical to ``torch.empty(shape).normal_()`` after the same seed.
 
     Raises:
-        DTypeError: ``dtype`` is not a floating dtype.
+        DTypeError: ``dtype`` is not a floating dtype. ConfigError: a shape larger than memory.
     """
     dtype = check_float_dtype(dtype)
+    check_allocation(shape, dtype, "a parameter")
     if isinstance(rng, TorchGenerator):
         values = rng.normal(shape, 0.0, 1.0, np.float32)
     else:
@@ -112,6 +113,9 @@ class LayerNorm(Module):
         self.emb_dim = check_positive_int(emb_dim, "emb_dim")
         self.eps = 1e-5
         dtype = check_float_dtype(dtype)
+        check_allocation(
+            (self.emb_dim,), check_float_dtype(dtype), f"LayerNorm(emb_dim={self.emb_dim}): scale and shift", 2
+        )
         self.scale = Parameter(np.ones(self.emb_dim, dtype=dtype))
         self.shift = Parameter(np.zeros(self.emb_dim, dtype=dtype))
 

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from npattn._checks import wrap_stages
+from npattn._checks import check_allocation, check_nonnegative_int, wrap_stages
 from npattn.errors import ConfigError, DTypeError, ShapeError
 
 __all__ = [
@@ -216,8 +216,15 @@ def scores_backward(d_attn_scores: np.ndarray, cache: tuple) -> tuple[np.ndarray
 
 
 def causal_mask(n: int, m: int | None = None) -> np.ndarray:
-    """The book's mask: True above the diagonal (``torch.triu(ones, diagonal=1).bool()``). (n, m)."""
-    return np.triu(np.ones((n, n if m is None else m), dtype=bool), k=1)
+    """The book's mask: True above the diagonal (``torch.triu(ones, diagonal=1).bool()``). (n, m).
+
+    Raises:
+        ConfigError: n or m not an integer >= 0, or a mask larger than this machine's memory.
+    """
+    n = check_nonnegative_int(n, "causal_mask: n")
+    m = n if m is None else check_nonnegative_int(m, "causal_mask: m")
+    check_allocation((n, m), bool, f"causal_mask({n}, {m})")
+    return np.arange(n)[:, None] < np.arange(m)  # key j > query i; one (n, m) array, no temporaries
 
 
 def mask_forward(attn_scores: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, tuple]:
