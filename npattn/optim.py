@@ -35,6 +35,7 @@ from npattn.optim_checks import (
     check_buffer_shapes,
     check_buffer_values,
     check_grad,
+    check_torch_switches,
     sgd_settings,
 )
 
@@ -279,11 +280,12 @@ class Optimizer:
 
 class SGD(Optimizer):
     """``torch.optim.SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
-    *, maximize=False)``.
+    *, maximize=False, foreach=None, differentiable=False, fused=None)``; the implementation
+    switches (foreach, differentiable, fused) are accepted at values that change nothing.
 
     Raises:
         ConfigError: a negative lr, momentum or weight_decay; nesterov without momentum or with
-            dampening; no parameters.
+            dampening; no parameters; foreach=True, fused=True or differentiable=True.
     """
 
     def __init__(
@@ -296,7 +298,11 @@ class SGD(Optimizer):
         nesterov: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
+        check_torch_switches("SGD", foreach=foreach, differentiable=differentiable, fused=fused)
         settings = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
         super().__init__(params, {**settings, "nesterov": nesterov, "maximize": maximize})
 
@@ -326,10 +332,14 @@ class SGD(Optimizer):
 
 class Adam(Optimizer):
     """``torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-    amsgrad=False, *, maximize=False)``; weight decay is L2 (added to the gradient).
+    amsgrad=False, *, maximize=False, foreach=None, capturable=False, differentiable=False,
+    fused=None, decoupled_weight_decay=False)``; weight decay is L2 (added to the gradient). The
+    implementation switches are accepted at values that change nothing.
 
     Raises:
-        ConfigError: a negative lr, eps or weight_decay; betas outside [0, 1); no parameters.
+        ConfigError: a negative lr, eps or weight_decay; betas outside [0, 1); no parameters;
+            foreach=True, fused=True, capturable=True, differentiable=True, or
+            decoupled_weight_decay=True (use AdamW).
     """
 
     decoupled_weight_decay = False
@@ -344,7 +354,16 @@ class Adam(Optimizer):
         amsgrad: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+        decoupled_weight_decay: bool = False,
     ) -> None:
+        switches = dict(foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused)
+        if not self.decoupled_weight_decay:  # AdamW is Adam with it set; torch's AdamW has no such argument
+            switches["decoupled_weight_decay"] = decoupled_weight_decay
+        check_torch_switches(type(self).__name__, **switches)
         settings = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
         super().__init__(params, {**settings, "maximize": maximize})
 
@@ -407,8 +426,9 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """``torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-    amsgrad=False, *, maximize=False)``: Adam with decoupled weight decay (the weights shrink by
-    ``lr * weight_decay`` before the Adam step).
+    amsgrad=False, *, maximize=False, foreach=None, capturable=False, differentiable=False,
+    fused=None)``: Adam with decoupled weight decay (the weights shrink by ``lr * weight_decay``
+    before the Adam step).
 
     Raises:
         ConfigError: as Adam.
@@ -426,5 +446,12 @@ class AdamW(Adam):
         amsgrad: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+        super().__init__(
+            params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
+            capturable=capturable, differentiable=differentiable, fused=fused,
+        )  # fmt: skip

@@ -27,6 +27,7 @@ __all__ = [
     "check_buffer_shapes",
     "check_buffer_values",
     "check_grad",
+    "check_torch_switches",
     "name_of",
     "sgd_settings",
 ]
@@ -163,3 +164,26 @@ def check_buffer_values(buffers: Mapping[str, Any], what: str) -> None:
             raise StateDictError(f"{what}: {name!r} holds NaN or inf")
         if name in ("exp_avg_sq", "max_exp_avg_sq") and (value < 0).any():
             raise StateDictError(f"{what}: {name!r} holds negative values (a running mean of squares is >= 0)")
+
+
+_SWITCHES = {
+    "foreach": ((None, False), "npattn updates one parameter at a time, which is PyTorch's foreach=False"),
+    "fused": ((None, False), "npattn has no fused kernel"),
+    "capturable": ((False,), "there are no CUDA graphs to capture on the CPU"),
+    "differentiable": ((False,), "npattn does not differentiate through the optimizer step"),
+    "decoupled_weight_decay": ((False,), "use AdamW, which is Adam with decoupled weight decay"),
+}
+
+
+def check_torch_switches(owner: str, **switches: Any) -> None:
+    """PyTorch's implementation switches, accepted at values that change nothing in npattn (their
+    defaults; foreach and fused also False, npattn's own way of updating) and refused otherwise.
+
+    Raises:
+        ConfigError: naming the switch, the value and why npattn cannot honour it.
+    """
+    for name, value in switches.items():
+        allowed, why = _SWITCHES[name]
+        if not any(value is a for a in allowed):
+            shown = " or ".join(map(repr, allowed))
+            raise ConfigError(f"{owner}: {name}={value!r} is not supported ({why}); leave it at {shown}")

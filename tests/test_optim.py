@@ -484,3 +484,58 @@ def test_load_state_dict_checks_buffers_before_changing_anything(edit, message):
     with pytest.raises(npattn.StateDictError, match=re.escape(message)):
         opt.load_state_dict(state)
     _assert_unchanged(model, opt, before)
+
+
+# ----------------------------------------------------------------------------------------------
+# PyTorch's implementation switches: accepted where they change nothing, refused clearly otherwise.
+
+SWITCHES = {
+    SGD: {"foreach": None, "differentiable": False, "fused": None},
+    Adam: {
+        "foreach": None,
+        "capturable": False,
+        "differentiable": False,
+        "fused": None,
+        "decoupled_weight_decay": False,
+    },
+    AdamW: {"foreach": None, "capturable": False, "differentiable": False, "fused": None},
+}
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_pytorchs_switches_at_their_defaults_change_nothing(cls):
+    problems, _, params = setup(np.random.default_rng(0))
+    plain = run(cls(params, lr=0.01), params, problems)
+    problems, _, params = setup(np.random.default_rng(0))
+    switched = run(cls(params, lr=0.01, **SWITCHES[cls], maximize=False), params, problems)
+    for a, b in zip(plain, switched):
+        np.testing.assert_array_equal(a, b)
+    cls(params, lr=0.01, foreach=False, fused=False)  # npattn's own way: one parameter at a time, unfused
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+@pytest.mark.parametrize("name", ["foreach", "fused", "capturable", "differentiable", "decoupled_weight_decay"])
+def test_pytorchs_switches_that_would_change_something_are_refused(cls, name):
+    params = [npattn.Parameter(np.zeros(2))]
+    if name not in SWITCHES[cls]:
+        with pytest.raises(TypeError, match="unexpected keyword"):  # PyTorch's class has no such argument either
+            cls(params, **{name: False})
+        return
+    with pytest.raises(npattn.ConfigError, match=rf"{cls.__name__}: {name}=True is not supported \(.*\); leave it at"):
+        cls(params, **{name: True})
+    with pytest.raises(npattn.ConfigError, match=rf"{name}='no' is not supported"):
+        cls(params, **{name: "no"})
+
+
+@pytest.mark.parametrize("cls", ["SGD", "Adam", "AdamW"])
+def test_the_same_switches_as_pytorch(cls):
+    torch = pytest.importorskip("torch")
+    import inspect
+
+    ours = inspect.signature(getattr(npattn.optim, cls)).parameters
+    theirs = inspect.signature(getattr(torch.optim, cls)).parameters
+    assert set(ours) == set(theirs), set(ours) ^ set(theirs)
+    for name, p in theirs.items():
+        if name in ("params", "lr", "weight_decay"):
+            continue
+        assert ours[name].default == p.default, name

@@ -164,6 +164,21 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             "listed twice in one group",
         ),
         (
+            "Adam(params, foreach=)",
+            "foreach=True, PyTorch's switch npattn has no use for (was a TypeError; None and False are accepted)",
+            lambda: Adam(_model().parameters(), foreach=True),
+            cfg,
+            "Adam: foreach=True is not supported (npattn updates one parameter at a time, which is PyTorch's "
+            "foreach=False); leave it at None or False",
+        ),
+        (
+            "Adam(params, decoupled_weight_decay=)",
+            "decoupled_weight_decay=True (was a TypeError)",
+            lambda: Adam(_model().parameters(), decoupled_weight_decay=True),
+            cfg,
+            "use AdamW, which is Adam with decoupled weight decay",
+        ),
+        (
             "Adam(params, amsgrad=)",
             "amsgrad='no' (was True)",
             lambda: Adam(_model().parameters(), amsgrad="no"),
