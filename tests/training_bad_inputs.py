@@ -140,6 +140,13 @@ def _task_resume(edit: Callable[[dict[str, Any]], Any]) -> Any:
     return npattn.train_task(steps=4, resume="run.npz")
 
 
+def _complex_safetensors(path: str) -> None:
+    """A .safetensors file with one complex64 tensor 'w' of shape (3,), written by hand."""
+    header = json.dumps({"w": {"dtype": "C64", "shape": [3], "data_offsets": [0, 24]}}).encode()
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + bytes(24))
+
+
 def _lm_history(**entries: Any) -> Any:
     return LMHistory.from_state_dict({**LMHistory().state_dict(), **entries})
 
@@ -329,6 +336,21 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             in_scratch(lambda: (os.mkdir("runs"), npattn.load("runs"))),
             ckpt,
             "is a directory, not a file",
+        ),
+        (
+            "npattn.load(path)",
+            "a .safetensors file holding complex64, which save refuses (was returned)",
+            in_scratch(lambda: (_complex_safetensors("c.safetensors"), npattn.load("c.safetensors"))),
+            ckpt,
+            "'c.safetensors': tensor 'w' has dtype C64, which npattn neither saves nor loads (bool, int, uint and "
+            "float16/32/64 only)",
+        ),
+        (
+            "train_task(save=)",
+            "a folder that refuses new files, as /proc does even for root (was found after training)",
+            lambda: npattn.train_task(steps=2, save="/proc/npattn-run.npz"),
+            ckpt,
+            "cannot write checkpoint '/proc/npattn-run.npz': the folder '/proc' refuses a new file",
         ),
         ("train_task(...)", "steps=-1 (was accepted)", lambda: npattn.train_task(steps=-1), cfg, "steps must be"),
         (

@@ -21,7 +21,7 @@ from typing import Any
 
 from npattn.errors import CheckpointError
 
-__all__ = ["as_path", "atomic_write", "check_source", "check_target"]
+__all__ = ["as_path", "atomic_write", "check_source", "check_target", "probe_target", "read_bytes"]
 
 _KINDS = {
     stat.S_IFDIR: "a directory",
@@ -97,6 +97,38 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
     if not os.access(folder, os.W_OK | os.X_OK):
         raise CheckpointError(f"cannot write {what} {text!r}: permission denied in the folder {folder!r}")
     return real
+
+
+def probe_target(path: Any, what: str = "checkpoint") -> str:
+    """``check_target``, then a real test of the folder: a temporary file is created there and
+    removed, as ``atomic_write`` will create one. Permission bits do not say everything (root
+    passes every ``os.access`` check, a read-only file system or /proc refuses all the same), so a
+    run that saves at its end calls this before its first step.
+
+    Raises:
+        CheckpointError: as ``check_target``, or the folder refuses a new file (the OS's reason).
+    """
+    real = check_target(path, what)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)}.", suffix=".tmp")
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot write {what} {as_path(path)!r}: the folder {os.path.dirname(real)!r} refuses a new file "
+            f"({exc.strerror or exc})"
+        ) from None
+    os.close(fd)
+    os.unlink(tmp)
+    return real
+
+
+def read_bytes(path: str, what: str = "checkpoint") -> bytes:
+    """The bytes of the file ``check_source`` accepted; CheckpointError (not a raw OSError) if the
+    OS refuses to read it (no permission, an I/O error)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {what} {path!r}: {exc.strerror or exc}") from None
 
 
 def _new_file_mode() -> int:

@@ -404,6 +404,8 @@ def _open_npz(path: str, read_arrays: bool) -> tuple[dict[str, Any], dict[str, n
                     arrays[name] = npz.read(name)
     except CheckpointError:
         raise
+    except PermissionError as exc:  # the OS refuses: not a corrupt file
+        raise CheckpointError(f"cannot read checkpoint {path!r}: {exc.strerror or exc}") from None
     except (OSError, EOFError, ValueError, zipfile.BadZipFile, KeyError, UnicodeDecodeError, RecursionError) as exc:
         raise CheckpointError(
             f"{path!r} is truncated, corrupt or not a checkpoint: {type(exc).__name__}: {exc}"

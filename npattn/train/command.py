@@ -146,7 +146,7 @@ def train_task(
     if save is not None:
         if atomic.as_path(save).lower().endswith(".safetensors"):
             raise ConfigError("a training checkpoint holds optimizer state and history: save it to a .npz path")
-        atomic.check_target(save)
+        atomic.probe_target(save)
     start_step = 0
     if resume is not None:
         saved, run, start_step = _read_run(resume, steps)
@@ -201,7 +201,7 @@ def train_task(
         )
         if start_step == run["steps"]:  # no step left to run: the checkpoint is written all the same
             save_checkpoint(run["steps"], history)
-    except TrainingError as exc:
+    except (TrainingError, CheckpointError) as exc:  # a failed step, or a save the OS refused mid-run
         if save is None:
             raise
         where = atomic.as_path(save)
@@ -209,7 +209,7 @@ def train_task(
             truth = f"The last checkpoint of this run, {where!r}, holds step {last_saved[-1]}."
         else:
             truth = f"This run wrote no checkpoint: {where!r} is as it was before the run."
-        raise TrainingError(f"{exc} {truth}") from None
+        raise type(exc)(f"{exc} {truth}") from None
     return model, opt, history, the_task
 
 

@@ -293,7 +293,7 @@ def run_lm(
     if save is not None:
         if not atomic.as_path(save).endswith(".npz"):
             raise ConfigError(f"--save: a training checkpoint is an .npz file, got {atomic.as_path(save)!r}")
-        atomic.check_target(save)
+        atomic.probe_target(save)
     if plot is not None:
         check_plot_target(plot)
     given = _check_given(given)
