@@ -198,6 +198,10 @@ class Module:
         runs on the CPU. PyTorch's forms: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
         ``to(device=..., dtype=...)``. Returns self.
 
+        One rule for the last forward: a call that changes nothing (the CPU, the dtype every
+        floating array already has) keeps the arrays and the forward, so ``backward`` still works;
+        a call that changes a dtype discards the forward (``backward`` then raises BackwardError).
+
         Raises:
             DTypeError: not a floating dtype (nor a device).
             ConfigError: a device other than the CPU ("cuda", "mps", ...); more than one device or
@@ -221,6 +225,8 @@ class Module:
         floating = [(name, arr) for name, (_, _, arr) in self._state_targets().items() if arr.dtype.kind == "f"]
         params = list(self.named_parameters())
         grads = [(f"{name}.grad", p.grad) for name, p in params if isinstance(p.grad, np.ndarray)]
+        if all(arr.dtype == dtype for _, arr in floating + grads):
+            return self  # nothing to change: the same arrays, and the last forward stays usable
         too_large = [
             problem
             for name, arr in floating + grads
