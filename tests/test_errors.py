@@ -1273,7 +1273,21 @@ def debug_bad_inputs() -> list[BadInput]:
     def user() -> Any:
         return attention_from_module(learners, "attention")
 
+    def ragged(x: Any, W_query: Any, W_key: Any, W_value: Any) -> Any:
+        return [[1.0, 2.0], [1.0]]
+
+    module = type(sys)("ragged_user")
+    module.ragged = ragged
+
     rows = [
+        (
+            "check_attention(attention)",
+            "user code returning a ragged list (was reported as the user's code raising, in npattn's own conversion)",
+            lambda: check_attention(attention_from_module(module, "ragged")),
+            npattn.DTypeError,
+            "ragged returned a list, which npattn cannot read as an array (ValueError: setting an array element "
+            "with a sequence.",
+        ),
         (
             "check_attention(attention)",
             "neither a spec nor a UserAttention",

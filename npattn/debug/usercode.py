@@ -54,7 +54,7 @@ from npattn.debug.userbackward import (
     pair_callables,
     seeded,
 )
-from npattn.debug.weights import check_weights, to_numpy, weights_of
+from npattn.debug.weights import check_weights, returned_array, to_numpy, weights_of
 from npattn.errors import ConfigError, DTypeError, NpattnError, ShapeError
 from npattn.nn.attention import MultiHeadAttention, SelfAttention_v1
 
@@ -166,11 +166,12 @@ class UserAttention:
             forward, backward = object_callables(self.obj, self.name)
         return seeded(forward), seeded(backward)
 
-    def prepare(self, weights: Mapping[str, np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
-        """Build the attention (a class), load the (d_in, d_out) ``weights``; returns x -> output."""
+    def prepare(self, weights: Mapping[str, np.ndarray]) -> Callable[[np.ndarray], Any]:
+        """Build the attention (a class), load the (d_in, d_out) ``weights``; returns x -> what the
+        user's code returns (``returned_array`` reads it, outside the user's code)."""
         W = {n: np.asarray(weights[n]) for n in WEIGHT_NAMES}
         if self.kind == "function":
-            return lambda x: to_numpy(self.target(x, *(W[n].copy() for n in WEIGHT_NAMES)))
+            return lambda x: self.target(x, *(W[n].copy() for n in WEIGHT_NAMES))
         if self.kind == "pair":
             forward = seeded(pair_callables(self.target, self.backward_target, self.name)[0])
             return lambda x: forward(x, {n: w.copy() for n, w in W.items()})
@@ -187,13 +188,12 @@ class UserAttention:
         if _is_torch(obj):
             import torch
 
-            return lambda x: to_numpy(obj(torch.from_numpy(np.ascontiguousarray(x))))
-        call = seeded(forward_of(obj, self.name))
-        return lambda x: to_numpy(call(x))
+            return lambda x: obj(torch.from_numpy(np.ascontiguousarray(x)))
+        return seeded(forward_of(obj, self.name))
 
     def run(self, x: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
         """Run on x with the given (d_in, d_out) weights; returns the output as an ndarray."""
-        return self.prepare(weights)(x)
+        return returned_array(self.prepare(weights)(x), self.name)
 
 
 def _identity_out_proj(obj: Any, d_out: int, name: str) -> str:
@@ -359,13 +359,14 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
     if user.num_heads and x.ndim != 3:
         raise ShapeError(f"x: multi-head attention is checked on a batch (batch, n, d_in), got shape {x.shape}")
     try:
-        output = np.asarray(run(np.array(x)))  # a copy: the user's code may write into its input
+        returned = run(np.array(x))  # a copy: the user's code may write into its input
     except NpattnError:
         raise
     except Exception as exc:
         frames = traceback.extract_tb(exc.__traceback__)
         where = f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
         raise ConfigError(f"{user.name} raised {type(exc).__name__}: {exc}{where}") from exc
+    output = returned_array(returned, user.name)  # npattn's conversion, outside the user's code
     if output.dtype.kind not in "fiu":  # never compared after a silent conversion (complex, strings, objects)
         raise DTypeError(f"{user.name} returned an output of dtype {output.dtype}, expected a real floating array")
     n, d_in = x.shape[-2:]

@@ -8,20 +8,48 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array
+from npattn._checks import as_array, from_tensor
 from npattn.debug.formulas import WEIGHT_NAMES
-from npattn.errors import ConfigError, ShapeError
+from npattn.errors import ConfigError, DTypeError, ShapeError
 
-__all__ = ["check_weights", "gradient_array", "to_numpy", "weights_of"]
+__all__ = ["check_weights", "describe_value", "gradient_array", "returned_array", "to_numpy", "weights_of"]
 
 
 def to_numpy(value: Any) -> np.ndarray:
-    """An ndarray from an ndarray, an npattn Parameter, a torch tensor (detached) or nested lists."""
+    """An ndarray from an ndarray, an npattn Parameter, a torch tensor (detached; bfloat16 widened
+    to float32 exactly, as the modules take it) or nested lists."""
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor, without importing torch
-        value = value.detach().cpu().numpy()
+        value = from_tensor(value)
     elif hasattr(value, "numpy") and not isinstance(value, np.ndarray):
         value = value.numpy()
     return np.asarray(value)
+
+
+def returned_array(value: Any, who: str) -> np.ndarray:
+    """``to_numpy`` of what the user's code ``who`` returned, run outside the user's code so that a
+    value npattn cannot read is reported as what it is, never as the user's code raising.
+
+    Raises:
+        DTypeError: naming the returned value (type, and dtype/device for a tensor), why it cannot be
+            read, and what was expected.
+    """
+    try:
+        return to_numpy(value)
+    except Exception as exc:
+        raise DTypeError(
+            f"{who} returned {describe_value(value)}, which npattn cannot read as an array "
+            f"({type(exc).__name__}: {str(exc)[:100]}); expected a real floating ndarray or a CPU torch tensor"
+        ) from None
+
+
+def describe_value(value: Any) -> str:
+    """``a list``, ``a torch tensor of dtype torch.float32 on meta, shape (6, 2)``, ``a Weird``."""
+    kind = type(value).__name__
+    if hasattr(value, "detach") and hasattr(value, "dtype"):
+        shape = tuple(getattr(value, "shape", ()))
+        return f"a torch tensor of dtype {value.dtype} on {getattr(value, 'device', '?')}, shape {shape}"
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    return f"{article} {kind}"
 
 
 def weights_of(obj: Any, names: Sequence[str] = WEIGHT_NAMES) -> dict[str, np.ndarray]:
@@ -105,9 +133,7 @@ def gradient_array(value: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndar
     if value is None:
         return None, "missing"
     try:
-        if all(callable(getattr(value, m, None)) for m in ("detach", "cpu", "numpy")):  # a torch tensor
-            value = value.detach().cpu().numpy()
-        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+        arr = value if isinstance(value, np.ndarray) else np.asarray(from_tensor(value))  # bfloat16 widened
     except Exception as exc:
         return None, f"not an array ({type(value).__name__}: {type(exc).__name__}: {str(exc)[:60]})"
     kind = arr.dtype.kind
