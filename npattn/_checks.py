@@ -270,8 +270,8 @@ def stage_arrays(fn: _F) -> _F:
     """``fn`` (a stage function) with its array arguments checked, as the modules check theirs.
 
     Every argument annotated ``np.ndarray`` (or ``np.ndarray | None``, or a sequence of ndarrays)
-    must be an ndarray; a PyTorch tensor is taken as ``tensor.detach().cpu().numpy()`` like the
-    modules take it (``from_tensor``). Anything else (a list, a number, None where an array is
+    must be an ndarray (a NumPy scalar is taken as its 0-d array); a PyTorch tensor is taken as
+    ``tensor.detach().cpu().numpy()`` like the modules take it (``from_tensor``). Anything else (a list, a number, None where an array is
     needed) is refused with a DTypeError naming the stage, the argument, its type and the fix,
     instead of a raw AttributeError from deep inside the stage. An ndarray passes untouched.
     """
@@ -291,6 +291,8 @@ def stage_arrays(fn: _F) -> _F:
     def convert(value: Any, name: str, optional: bool) -> Any:
         if type(value) is np.ndarray or isinstance(value, np.ndarray) or (optional and value is None):
             return value
+        if isinstance(value, np.generic):  # a NumPy scalar: the 0-d array it stands for
+            return np.asarray(value)
         converted = from_tensor(value)
         if isinstance(converted, np.ndarray):
             return converted
