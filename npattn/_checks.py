@@ -271,9 +271,10 @@ def stage_arrays(fn: _F) -> _F:
 
     Every argument annotated ``np.ndarray`` (or ``np.ndarray | None``, or a sequence of ndarrays)
     must be an ndarray (a NumPy scalar is taken as its 0-d array); a PyTorch tensor is taken as
-    ``tensor.detach().cpu().numpy()`` like the modules take it (``from_tensor``). Anything else (a list, a number, None where an array is
-    needed) is refused with a DTypeError naming the stage, the argument, its type and the fix,
-    instead of a raw AttributeError from deep inside the stage. An ndarray passes untouched.
+    ``tensor.detach().cpu().numpy()`` like the modules take it (``from_tensor``). Anything else (a
+    list, a number, None where an array is needed) is refused with a DTypeError naming the stage,
+    the argument, its type and the fix, instead of a raw AttributeError from deep inside the
+    stage. An ndarray passes untouched.
     """
     params = list(inspect.signature(fn).parameters.values())
     checked = [

@@ -147,6 +147,15 @@ def _complex_safetensors(path: str) -> None:
         f.write(len(header).to_bytes(8, "little") + header + bytes(24))
 
 
+def edited_copy(path: Any, folder: Any, edit: Callable[[dict[str, Any]], Any]) -> Any:
+    """The checkpoint at ``path`` after ``edit`` changed it, saved as ``folder``/edited.npz."""
+    state = npattn.load(path)
+    edit(state)
+    edited = os.path.join(folder, "edited.npz")
+    npattn.save(state, edited)
+    return edited
+
+
 def _lm_history(**entries: Any) -> Any:
     return LMHistory.from_state_dict({**LMHistory().state_dict(), **entries})
 

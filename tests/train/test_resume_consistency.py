@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from training_bad_inputs import LM_TINY
+from training_bad_inputs import LM_TINY, edited_copy
 
 import npattn
 from npattn.errors import CheckpointError
@@ -18,15 +18,6 @@ from npattn.train.command import train_task
 from npattn.train.lm_run import run_lm
 from npattn.train.loop import check_optimizer_steps
 from npattn.train.text import default_corpus
-
-
-def _edit(path, tmp_path, edit):
-    state = npattn.load(path)
-    edit(state)
-    edited = tmp_path / "edited.npz"
-    npattn.save(state, edited)
-    return edited
-
 
 # ---------------------------------------------------------------------------------------------
 # the attention task (npattn train --task ...)
@@ -54,7 +45,7 @@ def task_ck(tmp_path_factory):
     ],
 )
 def test_task_resume_refuses_inconsistent_optimizer_state(tmp_path, task_ck, edit, message):
-    edited = _edit(task_ck, tmp_path, edit)
+    edited = edited_copy(task_ck, tmp_path, edit)
     with pytest.raises(CheckpointError, match=re.escape(message)):
         train_task(steps=5, resume=edited)
 
@@ -133,7 +124,7 @@ def lm_ck(tmp_path_factory, lm_text):
     ],
 )
 def test_lm_resume_refuses_inconsistent_state(tmp_path, lm_ck, lm_text, edit, message):
-    edited = _edit(lm_ck, tmp_path, edit)
+    edited = edited_copy(lm_ck, tmp_path, edit)
     with pytest.raises(CheckpointError, match=re.escape(message)):
         run_lm({"text": lm_text, "steps": 5}, resume=edited, out=None)
 
