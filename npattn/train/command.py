@@ -89,8 +89,29 @@ def _restore(
         raise CheckpointError(
             f"{name!r}: history.log_steps must be increasing step counts in [1, {step}], got {logged[:8]}"
         )
+    _check_movement(history, model, name)
     check_optimizer_steps(opt, step, name)
     return history
+
+
+def _check_movement(history: History, model: Module, name: str) -> None:
+    """The history's per-parameter records fit the model: ``start`` and ``last_log`` hold every
+    parameter with its shape in real numbers, and each ``moved_*`` list has one entry per log."""
+    shapes = {key: p.shape for key, p in model.named_parameters()}
+    for entry in ("start", "last_log"):
+        arrays = getattr(history, entry)
+        got = {key: np.shape(a) for key, a in arrays.items()}
+        if got != shapes or any(np.asarray(a).dtype.kind not in "fiu" for a in arrays.values()):
+            raise CheckpointError(
+                f"{name!r}: history.{entry} must hold every parameter with its shape {shapes}, got {got}"
+            )
+    logs = len(history.log_steps)
+    for entry in ("moved_from_start", "moved_since_log"):
+        lengths = {key: len(v) for key, v in getattr(history, entry).items()}
+        if lengths != ({key: logs for key in shapes} if logs else {}):
+            raise CheckpointError(
+                f"{name!r}: history.{entry} must hold {logs} distances per parameter (one per log), got {lengths}"
+            )
 
 
 def _finite_state(model: Module, opt: Optimizer) -> str | None:

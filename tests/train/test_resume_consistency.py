@@ -23,6 +23,9 @@ from npattn.train.text import default_corpus
 # the attention task (npattn train --task ...)
 
 
+EMPTY_LOG = {"loss": np.zeros(0), "log_steps": np.zeros(0), "moved_from_start": {}, "moved_since_log": {}}
+
+
 @pytest.fixture(scope="module")
 def task_ck(tmp_path_factory):
     path = tmp_path_factory.mktemp("task") / "run.npz"
@@ -37,11 +40,21 @@ def task_ck(tmp_path_factory):
         (lambda s: s["optimizer"]["state"][1].update(step=99), "parameter 1: 'step' is 99; expected 3"),
         (lambda s: s["optimizer"]["state"].pop(2), "parameter 2: 'step' is missing"),
         (
-            lambda s: s.update(step=0, history={**s["history"], "loss": np.zeros(0), "log_steps": np.zeros(0)}),
+            lambda s: s.update(step=0, history={**s["history"], **EMPTY_LOG}),
             "parameter 0: 'step' is 3; expected 0, the history's step count",
         ),
         (lambda s: s["history"].update(log_steps=np.array([1, 2, 7])), "history.log_steps must be increasing"),
         (lambda s: s["history"].update(log_steps=np.array([2, 1, 3])), "in [1, 3], got [2, 1, 3]"),
+        (lambda s: s["history"].update(start={}), "history.start must hold every parameter with its shape"),
+        (
+            lambda s: s["history"]["last_log"].update(W_query=np.zeros((7, 7))),
+            "history.last_log must hold every parameter with its shape",
+        ),
+        (lambda s: s["history"].update(moved_from_start={}), "history.moved_from_start must hold 3 distances"),
+        (
+            lambda s: s["history"]["moved_since_log"].update(W_key=np.zeros(2)),
+            "must hold 3 distances per parameter (one per log), got {'W_query': 3, 'W_key': 2, 'W_value': 3}",
+        ),
     ],
 )
 def test_task_resume_refuses_inconsistent_optimizer_state(tmp_path, task_ck, edit, message):
