@@ -51,13 +51,15 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool, check_positive_int, check_probability
-from npattn.errors import ConfigError, DTypeError, ShapeError
+from npattn._checks import as_array, check_bool, check_positive_int
+from npattn.errors import ConfigError, ShapeError
 from npattn.kernels.blocks import splits_slabs
 from npattn.kernels.fused import fused_backward, fused_forward
 from npattn.kernels.tiled import tiled_backward, tiled_forward
 from npattn.nn import functional as F
 from npattn.nn.functional import Recorder
+from npattn.nn.functional.attention import check_head_dim
+from npattn.nn.functional.contract import StageCache, check_bool_mask, check_dropout
 
 __all__ = [
     "AUTO_SMALL",
@@ -170,10 +172,12 @@ def attention(
 
     Raises:
         ConfigError: unknown ``impl``, a bad block size, ``causal`` not a bool, both ``causal`` and
-            ``mask``, ``dropout_p`` outside [0, 1), ``record`` not callable.
+            ``mask``, ``dropout_p`` outside [0, 1), ``dropout_p`` > 0 without ``dropout_keep`` (no
+            dropout would run), ``record`` not callable.
         ShapeError, DTypeError: inputs that are not (..., n, k), (..., m, k), (..., m, kv) arrays of
             real numbers, or that the chosen path cannot take (the fast paths need equal leading
-            axes; the reference path broadcasts); a ``mask`` or ``dropout_keep`` that is not a bool array.
+            axes; the reference path broadcasts); k = 0 (the scale 1/sqrt(k) is undefined); a
+            ``mask`` or ``dropout_keep`` that is not a bool array.
     """
     if causal is not False and causal is not True:
         causal = check_bool(causal, "causal")
@@ -181,17 +185,14 @@ def attention(
     for i, a in enumerate(arrays):  # the common case costs a few attribute reads; anything else is converted
         if type(a) is not np.ndarray or a.ndim < 2 or a.dtype.kind != "f":
             arrays[i] = _operand(a, ("queries", "keys", "values")[i])
+    check_head_dim(arrays[0], arrays[1], "attention")
     if mask is not None:
-        mask = np.asarray(mask)
-        if mask.dtype != bool:
-            raise DTypeError(f"mask must be a bool array (True = masked), got dtype {mask.dtype}")
+        mask = check_bool_mask(np.asarray(mask), "mask", "True = masked")
         if causal:
             raise ConfigError("attention: pass either causal=True or a mask, not both")
     if dropout_keep is not None:
-        dropout_keep = np.asarray(dropout_keep)
-        if dropout_keep.dtype != bool:
-            raise DTypeError(f"dropout_keep must be a bool array (True = kept), got dtype {dropout_keep.dtype}")
-        check_probability(dropout_p, "dropout_p")
+        dropout_keep = check_bool_mask(np.asarray(dropout_keep), "dropout_keep", "True = kept")
+    check_dropout(dropout_keep, dropout_p, "attention")
     if record is not None and not callable(record):
         raise ConfigError(f"record must be None or a function record(name, array), got {type(record).__name__}")
     if block_q is not None:
@@ -219,7 +220,7 @@ def attention(
     # The fast paths' caches hold their output: the caller gets a copy of it.
     if chosen != "reference" or out.dtype != dtype:
         out = out.astype(dtype)
-    return out, (chosen, inner, compute, dtypes, out.shape)
+    return out, StageCache((chosen, inner, compute, dtypes, out.shape), "kernels.attention", (out.shape,))
 
 
 def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -230,8 +231,12 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
         ConfigError: ``cache`` is not the one ``attention`` returned.
         ShapeError, DTypeError: ``d_context_vec`` not an array of the forward output's shape.
     """
-    if not (isinstance(cache, tuple) and len(cache) == 5 and cache[0] in IMPLS[1:]):
-        raise ConfigError(f"attention_backward: cache must be what attention() returned, got {type(cache).__name__}")
+    if not (type(cache) is StageCache and cache.stage == "kernels.attention"):
+        if isinstance(cache, StageCache):
+            got = f"the cache {cache.stage} returned (pass it to the backward of the forward that made it)"
+        else:
+            got = f"{type(cache).__name__} {cache!r:.40}"
+        raise ConfigError(f"kernels.attention_backward: cache must be the cache kernels.attention returned, got {got}")
     chosen, inner, compute, dtypes, out_shape = cache
     d = d_context_vec
     if type(d) is not np.ndarray or d.dtype.kind != "f":

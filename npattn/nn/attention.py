@@ -212,8 +212,9 @@ class _ProjectedAttention(Module):
         return x, {"mask": mask.copy()}  # the forward's own: editing the buffer cannot change dx
 
     def _dropout_args(self, shape: tuple[int, ...]) -> dict[str, Any]:
-        """Stage 4's arguments for kernels.attention: the keep mask (None = identity) and p."""
-        return {"dropout_keep": self.dropout.keep_mask(shape), "dropout_p": self.dropout.p}
+        """Stage 4's arguments for kernels.attention: the keep mask and p (None and 0.0: identity)."""
+        keep = self.dropout.keep_mask(shape)
+        return {"dropout_keep": keep, "dropout_p": self.dropout.p if keep is not None else 0.0}
 
 
 class SelfAttention_v2(_ProjectedAttention):
