@@ -66,7 +66,7 @@ def test_draws_larger_than_memory_are_refused_before_drawing(call: Any) -> None:
 def test_the_bound_counts_bytes_on_a_small_machine() -> None:
     with mock.patch("npattn._checks.physical_memory", return_value=2**20):
         with pytest.raises(npattn.ConfigError, match="rand of shape"):
-            TorchGenerator(1).rand(512, 512)  # 2 MiB of words and samples
+            TorchGenerator(1).rand(1024, 512)  # 2 MiB of samples
         TorchGenerator(1).rand(256, 256)
 
 

@@ -64,21 +64,15 @@ def torch_seed(seed: Any) -> int:
 def _shape(size: tuple[Any, ...], what: str, bytes_per_element: int) -> tuple[int, ...]:
     """``f(2, 3)`` and ``f((2, 3))`` both mean shape (2, 3); ``f(3)`` means (3,).
 
-    A draw needs about ``bytes_per_element`` bytes per element (its 32-bit words and the samples):
-    one needing more than this machine's memory is refused before anything is drawn.
+    Samples of ``bytes_per_element`` bytes each that need more than this machine's memory are
+    refused before anything is drawn (as every array npattn allocates, ``check_allocation``).
     """
     dims = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
     shape = tuple(check_nonnegative_int(s, what) for s in dims)
     if math.prod(shape) >= 2**48 or any(s >= 2**48 for s in shape):  # NumPy would fail cryptically
         raise ConfigError(f"{what.split()[0]} of {math.prod(shape):,} elements is too large (shape {shape})")
-    check_bytes(math.prod(shape) * bytes_per_element, f"{what.split()[0]} of shape {shape} (its random words and samples)")
+    check_bytes(math.prod(shape) * bytes_per_element, f"{what.split()[0]} of shape {shape}")
     return shape
-
-
-def _words_and_samples(dtype: np.dtype) -> int:
-    """Bytes per element of a uniform or normal draw in ``dtype``: one 32-bit word per float32
-    element, two (widened to 64 bits) per float64 one, plus the samples."""
-    return 8 if dtype == np.float32 else 32
 
 
 def uniform53_below(words: np.ndarray, p: float) -> np.ndarray:
@@ -150,7 +144,7 @@ class TorchGenerator:
                 memory; a dtype other than float32/float64.
         """
         dtype = _stream_dtype(dtype, "rand dtype")
-        shape = _shape(size, "rand size", _words_and_samples(dtype))
+        shape = _shape(size, "rand size", dtype.itemsize)
         count = math.prod(shape)
         u = self._uniform_float32(count) if dtype == np.float32 else self._uniform_float64(count)
         return u.reshape(shape)
@@ -171,7 +165,7 @@ class TorchGenerator:
         if not check_finite(low, "low") <= check_finite(high, "high"):
             raise ConfigError(f"uniform expects low <= high, got low={low} > high={high}")
         dtype = _stream_dtype(dtype, "uniform dtype")
-        shape = _shape((shape,), "uniform shape", _words_and_samples(dtype))
+        shape = _shape((shape,), "uniform shape", dtype.itemsize)
         with np.errstate(over="ignore"):
             lo, hi = dtype.type(low), dtype.type(high)
             span = hi - lo
@@ -196,7 +190,7 @@ class TorchGenerator:
             ConfigError: a bad shape or dtype; mean or std not finite, or std < 0 (torch refuses it).
         """
         dtype = _stream_dtype(dtype, "normal dtype")
-        shape = _shape((shape,), "normal shape", _words_and_samples(dtype))
+        shape = _shape((shape,), "normal shape", dtype.itemsize)
         mean, std = check_finite(mean, "mean"), check_finite(std, "std")
         if std < 0:
             raise ConfigError(f"normal expects std >= 0, got std={std}")
@@ -215,8 +209,8 @@ class TorchGenerator:
 
     def randn(self, *size: int, dtype: Any = np.float32) -> np.ndarray:
         """Standard normal samples of shape ``size``, like ``torch.randn(*size, dtype=dtype)``."""
-        words = _words_and_samples(_stream_dtype(dtype, "randn dtype"))
-        return self.normal(_shape(size, "randn size", words), 0.0, 1.0, dtype)
+        itemsize = _stream_dtype(dtype, "randn dtype").itemsize
+        return self.normal(_shape(size, "randn size", itemsize), 0.0, 1.0, dtype)
 
     def _normal_scalar(self, mean: float, std: float) -> float:
         """One element of ``normal_distribution<double>``: the cached value, else a new pair."""
@@ -235,7 +229,7 @@ class TorchGenerator:
             ConfigError: p outside [0, 1]; a bad shape.
             DTypeError: dtype is not a NumPy dtype.
         """
-        shape = _shape((shape,), "bernoulli shape", 9)  # two words and a bool per element
+        shape = _shape((shape,), "bernoulli shape", 1)  # at least a bool per element
         if not 0.0 <= check_finite(p, "p") <= 1.0:
             raise ConfigError(f"bernoulli expects 0 <= p <= 1, got p={p}")
         try:
