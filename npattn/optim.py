@@ -28,6 +28,7 @@ import numpy as np
 from npattn._checks import as_array
 from npattn.errors import ConfigError, DTypeError, ShapeError, StateDictError
 from npattn.nn.module import Parameter
+from npattn.nn.parameter import zero_grads
 from npattn.optim_checks import (
     adam_settings,
     as_list,
@@ -134,16 +135,18 @@ class Optimizer:
         params = self._check_params(group["params"], where, others)
         self.param_groups.append({**settings, "params": params})
 
-    def zero_grad(self) -> None:
-        """Set every parameter's ``.grad`` to zeros, in place (a ``.grad`` that is None stays None)."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue  # frozen (requires_grad=False) or set to None: step() skips it too
-                if not isinstance(p.grad, np.ndarray) or p.grad.shape != p.shape:
-                    p.grad = np.zeros_like(p.data)
-                else:
-                    p.grad[...] = 0
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        """Set every parameter's ``.grad`` to zeros, in place (a ``.grad`` that is None stays None:
+        frozen, or set to None; step() skips it too), as ``Module.zero_grad`` does.
+
+        ``set_to_none=True`` (PyTorch's keyword and default) sets every ``.grad`` to None instead:
+        ``step()`` skips such parameters until a backward gives them a gradient again (backward
+        starts a None ``.grad`` from zeros). npattn's default stays False: zeros, in place.
+
+        Raises:
+            ConfigError: set_to_none not a bool.
+        """
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self) -> None:
         """One update of every parameter from its current ``.grad`` (a ``.grad`` of None is skipped).
