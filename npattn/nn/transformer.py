@@ -28,13 +28,21 @@ CONFIG_KEYS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers",
 
 
 def check_config(cfg: Any, keys: tuple[str, ...] = CONFIG_KEYS) -> dict[str, Any]:
-    """The book's config dict with ``keys`` present; extra keys are allowed (the book adds none).
+    """The book's config dict with ``keys`` present and no key outside ``CONFIG_KEYS`` (the book's
+    configs never add one, and a misspelt key such as "emb_dimm" would otherwise be ignored
+    silently; the optimizers refuse misspelt settings the same way).
 
     Raises:
-        ConfigError: not a mapping, or a key missing (names every missing key).
+        ConfigError: not a mapping, a key missing (names every missing key), or an unknown key
+            (names it and the known ones).
     """
     if not hasattr(cfg, "keys") or not hasattr(cfg, "__getitem__"):
         raise ConfigError(f"cfg must be a dict like the book's GPT_CONFIG_124M, got {type(cfg).__name__}")
+    unknown = [k for k in cfg.keys() if k not in CONFIG_KEYS]
+    if unknown:
+        raise ConfigError(
+            f"cfg has unknown key(s) {', '.join(map(repr, unknown))}; the book's GPT config has {list(CONFIG_KEYS)}"
+        )
     missing = [k for k in keys if k not in cfg]
     if missing:
         raise ConfigError(f"cfg is missing {', '.join(map(repr, missing))} (the book's GPT config has {list(keys)})")
