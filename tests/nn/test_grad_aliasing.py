@@ -61,7 +61,7 @@ def test_the_gpt_refuses_shared_grads_too() -> None:
     model = npattn.GPTModel(cfg, rng=0, dtype=np.float64)
     model.out_head.weight.grad = model.tok_emb.weight.data
     logits = model(np.array([[1, 2, 3]]))
-    with pytest.raises(npattn.BackwardError, match="out_head.weight.grad shares memory with tok_emb.weight.data"):
+    with pytest.raises(npattn.BackwardError, match=r"out_head\.weight\.grad shares memory with tok_emb\.weight\.data"):
         model.backward(np.ones_like(logits))
 
 
