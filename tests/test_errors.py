@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from attention_cases import ATTENTION_CASES, AttentionCase
+from stage_bad_inputs import stage_bad_inputs
 from training_bad_inputs import training_bad_inputs
 
 import npattn
@@ -1353,6 +1354,7 @@ BAD_INPUTS = (
     + reliability_bad_inputs()
     + training_rows()
     + debug_bad_inputs()
+    + [BadInput(*row) for row in stage_bad_inputs()]
 )
 
 
@@ -1385,6 +1387,7 @@ def table_rows() -> list[str]:
     rows = []
     rows_in_docs = attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs() + chapter3_bad_inputs()
     rows_in_docs += reliability_bad_inputs() + training_rows() + debug_bad_inputs()
+    rows_in_docs += [BadInput(*row) for row in stage_bad_inputs()]
     for row in rows_in_docs:
         message = _message(row)
         rows.append(f"| `{cell(row.entry)}` | {cell(row.what)} | `{row.error.__name__}` | {cell(message)} |")

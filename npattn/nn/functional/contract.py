@@ -200,7 +200,7 @@ def _describe(cache: Any, length: int | None) -> str:
     if isinstance(cache, StageCache):
         return f"the cache {cache.stage} returned (pass each cache to the backward of the forward that made it)"
     if isinstance(cache, tuple):
-        return f"a tuple of {len(cache)} items (that forward's cache holds {length})"
+        return f"a tuple of length {len(cache)} (that forward's cache holds {length} items)"
     return f"{type(cache).__name__} {cache!r:.40}"
 
 
