@@ -59,7 +59,7 @@ from npattn.kernels.tiled import tiled_backward, tiled_forward
 from npattn.nn import functional as F
 from npattn.nn.functional import Recorder
 from npattn.nn.functional.attention import check_head_dim
-from npattn.nn.functional.contract import StageCache, check_bool_mask, check_dropout
+from npattn.nn.functional.contract import StageCache, check_bool_mask, check_dropout, stage_cache
 
 __all__ = [
     "AUTO_SMALL",
@@ -220,7 +220,7 @@ def attention(
     # The fast paths' caches hold their output: the caller gets a copy of it.
     if chosen != "reference" or out.dtype != dtype:
         out = out.astype(dtype)
-    return out, StageCache((chosen, inner, compute, dtypes, out.shape), "kernels.attention", (out.shape,))
+    return out, stage_cache((chosen, inner, compute, dtypes, out.shape), "kernels.attention", (out.shape,))
 
 
 def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -37,22 +37,29 @@ import numpy as np
 from npattn._checks import check_positive_int, check_probability, stage_arrays
 from npattn.errors import ConfigError, DTypeError, ShapeError
 
-__all__ = ["StageCache", "check_bool_mask", "check_dropout", "stage_contract", "wrap_stages"]
+__all__ = ["StageCache", "check_bool_mask", "check_dropout", "stage_cache", "stage_contract", "wrap_stages"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class StageCache(tuple):
     """A forward's cache: the tuple its backward unpacks, plus ``stage`` (the forward that made it,
-    e.g. ``"softmax_forward"``) and ``shapes`` (the shape of each output, in order)."""
+    e.g. ``"softmax_forward"``) and ``shapes`` (the shape of each output, in order). Made by
+    ``stage_cache``."""
 
-    stage: str
-    shapes: tuple[tuple[int, ...], ...]
+    stage: str = ""
+    shapes: tuple[tuple[int, ...], ...] = ()
 
-    def __new__(cls, items: Any = (), stage: str = "", shapes: tuple = ()) -> StageCache:
-        self = super().__new__(cls, items)
-        self.stage, self.shapes = stage, shapes
-        return self
+
+_new_tuple = tuple.__new__
+
+
+def stage_cache(items: Any, stage: str, shapes: tuple) -> StageCache:
+    """``items`` as a StageCache of ``stage`` whose outputs have ``shapes``."""
+    cache = _new_tuple(StageCache, items)
+    cache.stage = stage
+    cache.shapes = shapes
+    return cache
 
 
 CACHE_LENGTHS = {
@@ -74,7 +81,8 @@ def check_bool_mask(mask: np.ndarray, name: str, meaning: str) -> np.ndarray:
 
 def check_dropout(keep: np.ndarray | None, p: Any, stage: str) -> None:
     """``p`` in [0, 1), and a keep mask wherever p > 0: without one no dropout would run."""
-    p = check_probability(p, f"{stage}: dropout_p")
+    if type(p) is not float or not 0.0 <= p < 1.0:
+        p = check_probability(p, f"{stage}: dropout_p")
     if keep is None and p > 0:
         raise ConfigError(
             f"{stage}: dropout_p={p} needs dropout_keep (the bool mask of kept weights, e.g. "
@@ -113,15 +121,20 @@ def _record(value: Any, name: str) -> None:
         raise ConfigError(f"{name} must be None or a function record(name, array), got {type(value).__name__}")
 
 
-_SCALARS: dict[str, Callable[[Any, str], Any]] = {
-    "scale": _finite,  # softmax's 1/sqrt(k); layer_norm's scale is an array (not checked here)
-    "p": check_probability,
-    "dropout_p": check_probability,
-    "eps": _positive_finite,
-    "num_heads": check_positive_int,
-    "axis": _integer,
-    "ignore_index": _integer,
-    "record": _record,
+def _is_float_in(low: float, high: float) -> Callable[[Any], bool]:
+    return lambda v: type(v) is float and low <= v < high
+
+
+_SCALARS: dict[str, tuple[Callable[[Any], bool], Callable[[Any, str], Any]]] = {
+    # name: (a fast test that passes the common values, the check that explains a refusal)
+    "scale": (lambda v: type(v) is float and v - v == 0.0, _finite),  # softmax's 1/sqrt(k), not layer_norm's array
+    "p": (_is_float_in(0.0, 1.0), check_probability),
+    "dropout_p": (_is_float_in(0.0, 1.0), check_probability),
+    "eps": (lambda v: type(v) is float and 0.0 < v < np.inf, _positive_finite),
+    "num_heads": (lambda v: type(v) is int and v >= 1, check_positive_int),
+    "axis": (lambda v: type(v) is int, _integer),
+    "ignore_index": (lambda v: type(v) is int, _integer),
+    "record": (lambda v: v is None, _record),
 }
 
 
@@ -131,7 +144,7 @@ def stage_contract(fn: _F) -> _F:
     params = list(inspect.signature(fn).parameters.values())
     positions = {p.name: i for i, p in enumerate(params) if p.kind is p.POSITIONAL_OR_KEYWORD}
     arrays = {p.name for p in params if "ndarray" in str(p.annotation)}
-    scalars = [(positions.get(p.name), p.name, _SCALARS[p.name]) for p in params
+    scalars = [(positions.get(p.name), p.name, *_SCALARS[p.name]) for p in params
                if p.name in _SCALARS and p.name not in arrays]  # fmt: skip
     masks = [(positions.get(p.name), p.name, _MASKS[p.name]) for p in params if p.name in _MASKS]
     base = stage.rsplit("_", 1)[0]
@@ -146,15 +159,16 @@ def stage_contract(fn: _F) -> _F:
         return kwargs.get(name, inspect.Parameter.empty)
 
     def check_arguments(args: tuple, kwargs: dict) -> None:
-        for i, name, check in scalars:
-            v = value(args, kwargs, i, name)
-            if v is not inspect.Parameter.empty:
+        for i, name, fast, check in scalars:
+            v = args[i] if i is not None and i < len(args) else kwargs.get(name, inspect.Parameter.empty)
+            if v is not inspect.Parameter.empty and not fast(v):
                 check(v, f"{stage}: {name}")
         for i, name, meaning in masks:
             v = value(args, kwargs, i, name)
             if isinstance(v, np.ndarray):
                 check_bool_mask(v, f"{stage}: {name}", meaning)
 
+    checks_arguments = bool(scalars or masks)
     if backward:
         cache_at = positions["cache"]
 
@@ -176,7 +190,7 @@ def stage_contract(fn: _F) -> _F:
                     raise ShapeError(
                         f"{stage}: expected a gradient of shape {shapes[j]} (the forward output's), got {d.shape}"
                     )
-            if scalars or masks:
+            if checks_arguments:
                 check_arguments(args, kwargs)
             return fn(*args, **kwargs)
 
@@ -184,13 +198,13 @@ def stage_contract(fn: _F) -> _F:
 
     @functools.wraps(fn)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        check_arguments(args, kwargs)
-        result = fn(*args, **kwargs)
+        if checks_arguments:
+            check_arguments(args, kwargs)
         if not forward:
-            return result
-        out, cache = result
-        shapes = tuple(o.shape for o in out) if isinstance(out, tuple) else (out.shape,)
-        return out, StageCache(cache, stage, shapes)
+            return fn(*args, **kwargs)
+        out, cache = fn(*args, **kwargs)
+        shapes = (out.shape,) if type(out) is not tuple else tuple(o.shape for o in out)
+        return out, stage_cache(cache, stage, shapes)
 
     return checked  # type: ignore[return-value]
 
