@@ -115,12 +115,14 @@ def shared_grads(params: Iterable[Parameter]) -> list[tuple[Parameter, Parameter
     give both gradients the sum, or change a weight. Arrays are grouped by the buffer they view
     (``.base``), so only arrays over one buffer are compared (exactly, ``np.shares_memory``).
     """
+    params = list({id(p): p for p in params}.values())
+    buffers = [id(p._data if p._data.base is None else p._data.base) for p in params]
+    grads = [p.grad for p in params if type(p.grad) is np.ndarray]
+    buffers += [id(g if g.base is None else g.base) for g in grads]
+    if len(set(buffers)) == len(buffers):
+        return []  # the common case: every array over a buffer of its own
     arrays: dict[int, list[tuple[np.ndarray, Parameter, str]]] = {}
-    seen: set[int] = set()
     for p in params:
-        if id(p) in seen:
-            continue
-        seen.add(id(p))
         entries = [(p._data, "data")] + ([(p.grad, "grad")] if type(p.grad) is np.ndarray else [])
         for a, what in entries:
             arrays.setdefault(id(a if a.base is None else a.base), []).append((a, p, what))

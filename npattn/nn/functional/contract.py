@@ -164,8 +164,8 @@ def stage_contract(fn: _F) -> _F:
             if v is not inspect.Parameter.empty and not fast(v):
                 check(v, f"{stage}: {name}")
         for i, name, meaning in masks:
-            v = value(args, kwargs, i, name)
-            if isinstance(v, np.ndarray):
+            v = args[i] if i is not None and i < len(args) else kwargs.get(name)
+            if v is not None and v.dtype != bool:
                 check_bool_mask(v, f"{stage}: {name}", meaning)
 
     checks_arguments = bool(scalars or masks)
@@ -174,14 +174,15 @@ def stage_contract(fn: _F) -> _F:
 
         @functools.wraps(fn)
         def checked_backward(*args: Any, **kwargs: Any) -> Any:
-            cache = value(args, kwargs, cache_at, "cache")
+            positional = not kwargs and len(args) > cache_at
+            cache = args[cache_at] if positional else value(args, kwargs, cache_at, "cache")
             shapes = None
             if type(cache) is StageCache and cache.stage == source:
                 shapes = cache.shapes
             elif type(cache) is StageCache or not isinstance(cache, tuple) or len(cache) != length:
                 raise ConfigError(f"{stage}: cache must be the cache {source} returned, got {_describe(cache, length)}")
             for j, (i, name) in enumerate(grads):
-                d = value(args, kwargs, i, name)
+                d = args[i] if positional else value(args, kwargs, i, name)
                 if not isinstance(d, np.ndarray):
                     continue  # missing: Python's own TypeError follows
                 if d.dtype.kind not in "fiu":
