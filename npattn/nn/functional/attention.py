@@ -24,8 +24,8 @@ checked, because a mismatch would otherwise surface as a raw matmul or broadcast
 or worse as a silently broadcast gradient: each forward checks that its operands fit together
 and each backward that the upstream gradient has the forward output's shape, raising
 ``ShapeError`` with both shapes (a few tuple comparisons per call, nothing proportional to the
-data). Dtypes are not checked here; the
-modules check them once at their entry.
+data). Operands that are not real numbers (bool, complex, object) are refused with a
+``DTypeError``; other dtype conversions are the modules', once at their entry.
 """
 
 from __future__ import annotations
