@@ -13,6 +13,7 @@ import numpy as np
 import npattn
 from npattn import kernels
 from npattn.nn import functional as F
+from npattn.nn import losses
 from npattn.optim import SGD
 from npattn.random import TorchGenerator
 
@@ -87,6 +88,12 @@ def stage_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Exception
          npattn.ConfigError, "got a tuple of length 1 (that forward's cache holds 2 items)"),
         ("F.project_backward(d, cache)", "another stage's cache", lambda: F.project_backward(v, scores),
          npattn.ConfigError, "got the cache scores_forward returned"),
+        ("mse_loss_forward(input, target)", "a complex input (gave a complex loss)",
+         lambda: losses.mse_loss_forward(q * 1j, q), npattn.DTypeError,
+         "mse_loss_forward: input must hold real numbers (float or int), got dtype complex128"),
+        ("F.token_cross_entropy_backward(d_loss, cache)", "None as the cache",
+         lambda: F.token_cross_entropy_backward(1.0, None), npattn.ConfigError,
+         "token_cross_entropy_backward: cache must be the cache token_cross_entropy_forward returned"),
         ("F.attention_forward(q, k, v)", "dropout_p without dropout_keep (ran no dropout)",
          lambda: F.attention_forward(q, q, v, dropout_p=0.5), npattn.ConfigError,
          "attention_forward: dropout_p=0.5 needs dropout_keep"),

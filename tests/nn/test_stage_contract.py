@@ -11,6 +11,7 @@ import pytest
 import npattn
 from npattn import kernels
 from npattn.nn import functional as F
+from npattn.nn import losses
 from npattn.nn.functional.contract import CACHE_LENGTHS, StageCache
 
 _R = np.random.default_rng(0)
@@ -52,7 +53,7 @@ def _grads(out: Any, make: Any = np.ones) -> list[np.ndarray]:
 
 
 def test_the_table_of_cache_lengths_is_every_forwards() -> None:
-    assert set(CACHE_LENGTHS) == set(FORWARDS) | {"token_cross_entropy"}
+    assert set(CACHE_LENGTHS) == set(FORWARDS) | {"token_cross_entropy", "mse_loss", "cross_entropy"}
     for stage in FORWARDS:
         _, cache = _forward(stage)
         assert type(cache) is StageCache and cache.stage == f"{stage}_forward"
@@ -232,3 +233,44 @@ def test_dropout_equals_torchs_bit_for_bit(dtype: Any) -> None:
         torch.manual_seed(1)
         keep = torch.empty(x.shape, dtype=torch.float64).bernoulli_(1 - p).numpy().astype(bool)
         np.testing.assert_array_equal(F.dropout_forward(x, keep, p)[0], expected)
+
+
+LOSSES = {
+    "token_cross_entropy": lambda: F.token_cross_entropy_forward(_r(2, 3, 5), np.zeros((2, 3), int)),
+    "mse_loss": lambda: losses.mse_loss_forward(_r(2, 3), _r(2, 3)),
+    "cross_entropy": lambda: losses.cross_entropy_forward(_r(2, 3), np.array([0, 2])),
+}
+
+
+def _loss_backward(stage: str) -> Any:
+    return getattr(F, f"{stage}_backward", None) or getattr(losses, f"{stage}_backward")
+
+
+@pytest.mark.parametrize("stage", LOSSES)
+@pytest.mark.parametrize("bad", ["None", "empty tuple", "another stage's"])
+def test_loss_backwards_refuse_a_cache_their_forward_did_not_return(stage: str, bad: str) -> None:
+    """A scalar d_loss backward was not checked at all: None was 'cannot unpack NoneType'."""
+    _, cache = LOSSES[stage]()
+    cache = {"None": None, "empty tuple": (), "another stage's": _forward("gelu")[1]}[bad]
+    with pytest.raises(npattn.ConfigError, match=f"{stage}_backward: cache must be the cache {stage}_forward"):
+        _loss_backward(stage)(1.0, cache)
+
+
+@pytest.mark.parametrize("stage", LOSSES)
+def test_loss_backwards_run_on_their_own_cache(stage: str) -> None:
+    _, cache = LOSSES[stage]()
+    assert type(cache) is StageCache
+    (d,) = _loss_backward(stage)(1.0, cache)
+    assert np.isfinite(d).all()
+
+
+@pytest.mark.parametrize("forward", [losses.mse_loss_forward, losses.cross_entropy_forward])
+def test_losses_refuse_complex_inputs_and_gradients(forward: Any) -> None:
+    """A complex input gave a complex loss; a complex d_loss a raw TypeError."""
+    target = np.zeros((2, 3)) if forward is losses.mse_loss_forward else np.array([0, 1])
+    with pytest.raises(npattn.DTypeError, match="input must hold real numbers"):
+        forward(np.ones((2, 3)) * 1j, target)
+    _, cache = forward(np.ones((2, 3)), target)
+    backward = losses.mse_loss_backward if forward is losses.mse_loss_forward else losses.cross_entropy_backward
+    with pytest.raises(npattn.DTypeError, match="d_loss: expected a real numeric array"):
+        backward(1j, cache)

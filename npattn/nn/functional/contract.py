@@ -1,7 +1,8 @@
 """The contract every stage pair keeps, checked in one place for all of them.
 
-``wrap_stages(globals(), __all__)`` at the end of each stage file applies two layers to every
-stage function that takes arrays:
+``wrap_stages(globals(), __all__)`` at the end of each stage file (and of ``npattn.nn.losses``,
+whose loss pairs keep the same contract) applies two layers to every stage function that takes
+arrays (a backward whose gradient is a number, ``d_loss``, gets the second only):
 
 1. ``npattn._checks.stage_arrays``: the array arguments are ndarrays (a torch tensor is taken as
    its ndarray; a list, a number or None is refused).
@@ -66,6 +67,7 @@ CACHE_LENGTHS = {
     "project": 2, "project_qkv": 2, "bias": 1, "scores": 2, "mask": 1, "softmax": 2, "dropout": 2,
     "context": 2, "split_heads": 1, "merge_heads": 1, "concat": 1, "attention": 5,
     "layer_norm": 3, "gelu": 2, "embedding": 2, "add": 2, "token_cross_entropy": 7,
+    "mse_loss": 2, "cross_entropy": 5,  # npattn.nn.losses
 }  # fmt: skip
 """How many items each forward's cache holds: what a backward accepts as a cache built by hand."""
 
@@ -221,11 +223,15 @@ def _describe(cache: Any, length: int | None) -> str:
 
 def wrap_stages(namespace: dict[str, Any], names: list[str]) -> None:
     """Apply ``stage_contract``, then ``stage_arrays``, to every stage function ``names`` lists in
-    ``namespace`` (a module's globals) that takes arrays: arrays are converted first, then checked."""
+    ``namespace`` (a module's globals) that takes arrays: arrays are converted first, then checked;
+    ``stage_contract`` alone to a backward that takes no array (its cache is checked)."""
     for name in names:
         fn = namespace[name]
-        if inspect.isfunction(fn) and any(
-            "ndarray" in str(p.annotation) for p in inspect.signature(fn).parameters.values()
-        ):
+        if not inspect.isfunction(fn):
+            continue
+        params = inspect.signature(fn).parameters
+        if any("ndarray" in str(p.annotation) for p in params.values()):
             namespace[name] = stage_arrays(stage_contract(fn))
+        elif name.endswith("_backward") and "cache" in params:  # d_loss (a number) is its own check
+            namespace[name] = stage_contract(fn)
 
