@@ -12,7 +12,7 @@ import numpy as np
 from npattn import _html
 from npattn.debug.formulas import format_shape, format_table, formula_of
 from npattn.debug.trace import Trace, trace
-from npattn.debug.weights import to_numpy, weights_of
+from npattn.debug.weights import refuse_biases, to_numpy, weights_of
 from npattn.errors import ConfigError
 from npattn.nn.module import Module
 
@@ -146,6 +146,7 @@ def _stages_of(impl: Implementation, x: Any, weights: Mapping[str, Any] | None) 
         raise ConfigError(f"compare expects a Module, a Trace or a function, got {type(impl).__name__}")
     if weights is not None:
         W = weights_of(weights)
+        refuse_biases(W)  # the function is handed the three matrices only
         result = impl(x, W["W_query"], W["W_key"], W["W_value"])
     else:
         result = impl(x)

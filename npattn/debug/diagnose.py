@@ -22,7 +22,7 @@ import numpy as np
 from npattn import _html
 from npattn._checks import as_array
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
-from npattn.debug.weights import check_weights, to_numpy
+from npattn.debug.weights import check_weights_and_biases, to_numpy
 from npattn.nn import functional as F
 
 __all__ = ["CATALOGUE", "Diagnosis", "Mistake", "Symptom", "attention_variant", "diagnose"]
@@ -44,10 +44,12 @@ def attention_variant(
     normalise: str = "softmax over keys",
     weights: str = "attn_weights",
     context: str = "values",
+    biases: Sequence[Any] = (0.0, 0.0, 0.0),
 ) -> np.ndarray:
     """Self-attention with one choice per stage; the defaults are the correct pipeline.
 
-    x (..., n, d_in), W_* (d_in, d_out) -> (..., n, d_out). The choices:
+    x (..., n, d_in), W_* (d_in, d_out) -> (..., n, d_out); ``biases`` (b_query, b_key, b_value),
+    each (d_out,), are added to the projections (qkv_bias=True). The choices:
         scores:    "queries @ keys^T" | "keys @ queries^T" | "queries @ values^T"
         scale:     "1/sqrt(d_out)" | "1" | "1/sqrt(d_in)" | "1/d_out"
         normalise: "softmax over keys" | "softmax over queries" | "none" | "divide by row sum"
@@ -55,9 +57,7 @@ def attention_variant(
         context:   "values" | "keys" | "x" (the unprojected inputs: (..., n, d_in) out)
     """
     d_in, d_out = W_query.shape
-    queries, _ = F.project_forward(x, W_query)
-    keys, _ = F.project_forward(x, W_key)
-    values, _ = F.project_forward(x, W_value)
+    queries, keys, values = (F.project_forward(x, W)[0] + b for W, b in zip((W_query, W_key, W_value), biases))
     left, right = {
         "queries @ keys^T": (queries, keys),
         "keys @ queries^T": (keys, queries),
@@ -97,13 +97,18 @@ class Mistake:
     causal_only: bool = False
 
     def reproduce(
-        self, x: np.ndarray, W_query: np.ndarray, W_key: np.ndarray, W_value: np.ndarray, causal: bool
+        self,
+        x: np.ndarray,
+        W_query: np.ndarray,
+        W_key: np.ndarray,
+        W_value: np.ndarray,
+        causal: bool,
+        biases: Sequence[Any] = (0.0, 0.0, 0.0),
     ) -> np.ndarray:
-        """The output this mistake gives on x with these weights."""
+        """The output this mistake gives on x with these weights (and biases)."""
         options = dict(self.variant)
-        if self.causal_only:  # the mistake is forgetting the mask itself
-            return attention_variant(x, W_query, W_key, W_value, causal=False, **options)
-        return attention_variant(x, W_query, W_key, W_value, causal=causal, **options)
+        causal = causal and not self.causal_only  # causal_only: the mistake is forgetting the mask itself
+        return attention_variant(x, W_query, W_key, W_value, causal=causal, biases=biases, **options)
 
 
 CATALOGUE: tuple[Mistake, ...] = (
@@ -261,8 +266,9 @@ def diagnose(
 
     Args:
         x: the input the user's implementation received, (n, d_in) or (b, n, d_in).
-        weights: ``{"W_query", "W_key", "W_value"}`` -> (d_in, d_out) arrays (a state dict works;
-            ``"W_query.weight"`` keys of Linear layers are transposed).
+        weights: ``{"W_query", "W_key", "W_value"}`` -> (d_in, d_out) arrays and, with qkv_bias,
+            ``"W_query.bias"`` ... -> (d_out,) (a state dict works; ``"W_query.weight"`` keys of
+            Linear layers are transposed), or a module holding them (``weights_of(module)``).
         output: what the user's implementation returned for x with these weights.
         causal: the implementation is meant to be causal (section 3.5); adds ``missing_causal_mask``.
         atol, rtol: "reproduces exactly" means |output - candidate| <= atol + rtol * max|candidate|.
@@ -275,9 +281,9 @@ def diagnose(
         ConfigError: a weight is missing, or x or a weight holds NaN or inf. ShapeError, DTypeError:
             x or the weights do not fit.
     """
-    x64, Wq, Wk, Wv = check_weights(x, weights)
+    x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
     out = np.asarray(as_array(to_numpy(output), "output"), dtype=np.float64)
-    expected = attention_variant(x64, Wq, Wk, Wv, causal=causal)
+    expected = attention_variant(x64, Wq, Wk, Wv, causal=causal, biases=biases)
     n_tokens = max(x64.shape[-2], 1)  # the prediction needs n >= 1; an empty input has nothing to predict
     prediction = predict_shapes(n_tokens, Wq.shape[0], Wq.shape[1], batch=x64.shape[0] if x64.ndim == 3 else None)
     shape_check = check_shapes(prediction, out)
@@ -304,13 +310,13 @@ def diagnose(
     indistinguishable: list[str] = []
     with np.errstate(all="ignore"):
         for mistake in candidates:
-            wrong = mistake.reproduce(x64, Wq, Wk, Wv, causal)
+            wrong = mistake.reproduce(x64, Wq, Wk, Wv, causal, biases)
             if _close(wrong, expected, atol, rtol):
                 indistinguishable.append(mistake.identifier)
             elif not correct and _close(out, wrong, atol, rtol):
                 matches.append(mistake.identifier)
     if not correct:
-        values = F.project_forward(x64, Wv)[0]
+        values = F.project_forward(x64, Wv)[0] + biases[2]
         outside = _outside_value_range(out, values, atol + rtol * float(np.max(np.abs(values), initial=0.0)))
         if outside is not None:
             symptoms.append(outside)
