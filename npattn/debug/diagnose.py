@@ -21,6 +21,7 @@ import numpy as np
 
 from npattn import _html
 from npattn._checks import as_array
+from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, largest
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.weights import check_weights_and_biases, to_numpy
 from npattn.nn import functional as F
@@ -166,7 +167,7 @@ class Diagnosis:
     output: np.ndarray
     shape_check: ShapeCheck
     causal: bool = False
-    tolerance: tuple[float, float] = (1e-5, 1e-4)
+    tolerance: tuple[float, float] = (0.0, FORWARD_RTOL)
     candidates: tuple[str, ...] = field(default=())
     label: str = ""  # the kind of attention, when not (causal) self-attention
 
@@ -220,12 +221,12 @@ class Diagnosis:
         return _html.wrap(*parts, text=str(self))
 
 
-def _close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> bool:
+def _close(a: np.ndarray, b: np.ndarray, atol: float | None, rtol: float) -> bool:
     """Equal shapes and |a - b| <= atol + rtol * max|b| everywhere (NaN equal only to NaN)."""
     if a.shape != b.shape:
         return False
-    scale = float(np.max(np.abs(b[np.isfinite(b)]), initial=0.0))
-    return bool(np.allclose(a, b, rtol=0.0, atol=atol + rtol * scale, equal_nan=True))
+    allowed = (atol or 0.0) + rtol * largest(b)
+    return bool(np.allclose(a, b, rtol=0.0, atol=allowed, equal_nan=True))
 
 
 def _outside_value_range(output: np.ndarray, values: np.ndarray, atol: float) -> Symptom | None:
@@ -258,8 +259,8 @@ def diagnose(
     output: Any,
     *,
     causal: bool = False,
-    atol: float = 1e-5,
-    rtol: float = 1e-4,
+    atol: float | None = None,
+    rtol: float = FORWARD_RTOL,
     catalogue: Sequence[Mistake] = CATALOGUE,
 ) -> Diagnosis:
     """Tell which known mistake, if any, produced ``output``.
@@ -271,19 +272,23 @@ def diagnose(
             Linear layers are transposed), or a module holding them (``weights_of(module)``).
         output: what the user's implementation returned for x with these weights.
         causal: the implementation is meant to be causal (section 3.5); adds ``missing_causal_mask``.
-        atol, rtol: "reproduces exactly" means |output - candidate| <= atol + rtol * max|candidate|.
+        atol, rtol: "equals" and "reproduces exactly" mean |output - candidate| <= atol + rtol *
+            max|candidate| (atol unset: 0, so the judgement is relative to the outputs' magnitude).
 
     Returns:
         Diagnosis; ``matches`` lists every mistake that reproduces the output (several when they
         coincide on this input), empty when the output is correct or no known mistake matches.
 
     Raises:
-        ConfigError: a weight is missing, or x or a weight holds NaN or inf. ShapeError, DTypeError:
+        ConfigError: a weight is missing, or x or a weight holds NaN or inf; atol or rtol negative
+            or not finite, or so wide that an output off by 0.1% would pass. ShapeError, DTypeError:
             x or the weights do not fit.
     """
+    atol, rtol = check_tolerances(atol, rtol, "diagnose")
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
     out = np.asarray(as_array(to_numpy(output), "output"), dtype=np.float64)
     expected = attention_variant(x64, Wq, Wk, Wv, causal=causal, biases=biases)
+    allowed_error(expected, atol, rtol, "diagnose")  # refuses a tolerance too wide for these outputs
     n_tokens = max(x64.shape[-2], 1)  # the prediction needs n >= 1; an empty input has nothing to predict
     prediction = predict_shapes(n_tokens, Wq.shape[0], Wq.shape[1], batch=x64.shape[0] if x64.ndim == 3 else None)
     shape_check = check_shapes(prediction, out)
@@ -317,7 +322,7 @@ def diagnose(
                 matches.append(mistake.identifier)
     if not correct:
         values = F.project_forward(x64, Wv)[0] + biases[2]
-        outside = _outside_value_range(out, values, atol + rtol * float(np.max(np.abs(values), initial=0.0)))
+        outside = _outside_value_range(out, values, (atol or 0.0) + rtol * largest(values))
         if outside is not None:
             symptoms.append(outside)
     return Diagnosis(
@@ -330,6 +335,6 @@ def diagnose(
         output=out,
         shape_check=shape_check,
         causal=causal,
-        tolerance=(atol, rtol),
+        tolerance=(atol or 0.0, rtol),
         candidates=tuple(m.identifier for m in candidates),
     )

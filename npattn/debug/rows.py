@@ -12,6 +12,7 @@ import numpy as np
 
 from npattn._checks import as_array, check_positive_int
 from npattn.debug.formulas import WEIGHT_NAMES, kind_of
+from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances
 from npattn.debug.trace import Trace, trace
 from npattn.debug.weights import check_weights_and_biases, to_numpy, weights_of
 from npattn.errors import ConfigError, ShapeError
@@ -26,7 +27,8 @@ __all__ = ["RowCheck", "check_rows", "check_rows_of", "single_token_context"]
 
 @dataclass
 class RowCheck:
-    """Each token's context vector computed on its own vs the batched output's row."""
+    """Each token's context vector computed on its own vs the batched output's row. ``atol`` is the
+    largest difference allowed (atol + rtol * max|expected| of ``check_rows``)."""
 
     expected: np.ndarray
     output: np.ndarray
@@ -75,7 +77,7 @@ class RowCheck:
         return (
             f"single-token check (each token's context vector computed on its own, section 3.4): {verdict}\n"
             f"  worst: {self._row_name(worst)}: on its own [{exp}], batched [{got}], "
-            f"max |diff| {self.max_diff:.3e} (allowed {self.atol:.0e})"
+            f"max |diff| {self.max_diff:.3e} (allowed {self.atol:.1e})"
         )
 
     __repr__ = __str__
@@ -111,7 +113,8 @@ def check_rows(
     *,
     causal: bool = False,
     num_heads: int = 1,
-    atol: float = 1e-5,
+    atol: float | None = None,
+    rtol: float = FORWARD_RTOL,
     tokens: Sequence[str] | None = None,
 ) -> RowCheck:
     """The seed's verification: every row of the batched ``output`` against the same token's
@@ -124,10 +127,15 @@ def check_rows(
     output of MultiHeadAttentionWrapper (with its heads' weights concatenated) or the
     ``merged_heads`` stage of MultiHeadAttention (before out_proj).
 
+    A row passes when max|row - its own computation| <= atol + rtol * max|expected| (atol unset: 0,
+    so the judgement is relative to the outputs' magnitude).
+
     Raises:
         ShapeError: ``output`` does not have the shape (..., n, d_out) the weights give.
-        ConfigError: num_heads not a positive integer dividing d_out.
+        ConfigError: num_heads not a positive integer dividing d_out; atol or rtol negative or not
+            finite, or so wide that an output off by 0.1% would pass.
     """
+    atol, rtol = check_tolerances(atol, rtol, "check_rows")
     if not isinstance(weights, Mapping):
         weights = weights_of(weights)
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
@@ -164,11 +172,17 @@ def check_rows(
     with np.errstate(invalid="ignore"):
         diffs = np.abs(expected - out)
     row_diffs = np.max(np.where(np.isnan(diffs), np.inf, diffs), axis=-1, initial=0.0)  # NaN never passes
-    return RowCheck(expected, out, row_diffs, atol, tokens)
+    return RowCheck(expected, out, row_diffs, allowed_error(expected, atol, rtol, "check_rows"), tokens)
 
 
 def check_rows_of(
-    module: Module, x: Any, output: Any = None, *, atol: float = 1e-5, tokens: Sequence[str] | None = None
+    module: Module,
+    x: Any,
+    output: Any = None,
+    *,
+    atol: float | None = None,
+    rtol: float = FORWARD_RTOL,
+    tokens: Sequence[str] | None = None,
 ) -> RowCheck:
     """``check_rows`` for one of npattn's attention classes (causal when it is, per head when it has
     heads). ``output``: the module's output on x, or a Trace of it (default: run the module).
@@ -193,6 +207,7 @@ def check_rows_of(
         if f"{n}.bias" in per_head[0]:
             weights[f"{n}.bias"] = np.concatenate([W[f"{n}.bias"] for W in per_head])
     num_heads = getattr(module, "num_heads", 1)
-    return check_rows(x, weights, output, causal=kind != "self", num_heads=num_heads, atol=atol, tokens=tokens)
+    causal = kind != "self"
+    return check_rows(x, weights, output, causal=causal, num_heads=num_heads, atol=atol, rtol=rtol, tokens=tokens)
 
 

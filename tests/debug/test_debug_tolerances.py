@@ -1,0 +1,77 @@
+"""The forward checks (check_rows, diagnose, compare, npattn check) judge relative to the magnitude
+of what they compare, and refuse tolerances that are negative, NaN, or too wide to fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import npattn
+from npattn.debug.usercode import book_weights, check_attention
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+X = npattn.book_inputs().astype(np.float64)
+
+
+def scaled(s: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    return X * s, {n: w.astype(np.float64) * s for n, w in book_weights().items()}
+
+
+def output_of(x: np.ndarray, W: dict[str, np.ndarray]) -> np.ndarray:
+    module = npattn.SelfAttention_v1(3, 2, dtype=np.float64)
+    module.load_state_dict(W)
+    return module(x)
+
+
+def test_an_all_zero_output_fails_when_the_true_outputs_are_tiny():
+    W = {n: w * 1e-6 for n, w in book_weights().items()}
+    assert np.abs(output_of(X, W)).max() < 1e-6
+    assert not npattn.diagnose(X, W, np.zeros((6, 2))).correct
+    assert not npattn.check_rows(X, W, np.zeros((6, 2))).passed
+
+
+@pytest.mark.parametrize("s", [1e-4, 1e-2, 1.0, 30.0])
+def test_a_correct_output_passes_at_every_scale_and_a_sign_flip_fails(s):
+    x, W = scaled(s)
+    out = output_of(x, W)
+    assert npattn.diagnose(x, W, out).correct and npattn.check_rows(x, W, out).passed
+    assert npattn.diagnose(x, W, out.astype(np.float32)).correct  # float32's rounding passes
+    assert not npattn.diagnose(x, W, -out).correct and not npattn.check_rows(x, W, -out).passed
+    assert not npattn.diagnose(x, W, out * (1 + 1e-3)).correct
+
+
+def test_a_catalogued_mistake_fails_at_a_small_scale():
+    x, W = scaled(0.1)
+    report = check_attention(f"{EXAMPLES / 'broken_attention.py'}:softmax_over_queries", x=x, weights=W)
+    assert not report.passed
+    assert report.diagnosis.matches == ("softmax_wrong_axis",)
+
+
+def test_compare_judges_each_stage_relative_to_its_magnitude():
+    a = npattn.SelfAttention_v1(3, 2, rng=1, dtype=np.float64)
+    b = npattn.SelfAttention_v1(3, 2, rng=1, dtype=np.float64)
+    for module in (a, b):
+        for p in module.parameters():
+            p.data *= 1e-4
+    assert npattn.compare(a, b, X).passed
+    b.W_value.data *= -1
+    assert npattn.compare(a, b, X).first_divergence == "values"
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: npattn.diagnose(X, book_weights(), np.zeros((6, 2)), atol=1.0), "atol=1 is too wide"),
+        (lambda: npattn.diagnose(X, book_weights(), np.zeros((6, 2)), atol=-1), "must be >= 0, got atol=-1"),
+        (lambda: npattn.diagnose(X, book_weights(), np.zeros((6, 2)), rtol=float("nan")), "rtol must be a finite"),
+        (lambda: npattn.check_rows(X, book_weights(), np.zeros((6, 2)), atol=10.0), "atol=10 is too wide"),
+        (lambda: npattn.check_rows(X, book_weights(), np.zeros((6, 2)), rtol=0.01), "rtol must be below 0.001"),
+        (lambda: npattn.compare(npattn.SelfAttention_v1(3, 2), npattn.SelfAttention_v1(3, 2), X, atol=-1), "got atol=-1"),
+        (lambda: npattn.compare(npattn.SelfAttention_v1(3, 2), npattn.SelfAttention_v1(3, 2), X, atol=1), "stage"),
+    ],
+)
+def test_tolerances_that_could_not_fail_are_refused(call, message):
+    with pytest.raises(npattn.ConfigError, match=message):
+        call()
