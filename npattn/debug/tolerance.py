@@ -41,7 +41,7 @@ def check_tolerances(atol: Any, rtol: Any, who: str, detects: float = FORWARD_DE
         raise ConfigError(f"{who}: atol and rtol must be >= 0, got atol={atol}, rtol={rtol}")
     if r >= detects:
         raise ConfigError(
-            f"{who}: rtol must be below {detects:g}, got {r:g}: with it a result off by {detects:.1%} would pass"
+            f"{who}: rtol must be below {detects:g}, got {r:g}: with it a result off by {detects:.2%} would pass"
         )
     return a, r
 
@@ -65,7 +65,7 @@ def allowed_error(
     if scale > 0.0 and allowed >= detects * scale:
         raise ConfigError(
             f"{who}: atol={atol:g} is too wide for these values (the largest is {scale:.3g}): a result off by "
-            f"{detects:.1%}, all zeros or sign-flipped would pass; use atol < {(detects - rtol) * scale:.2g} "
+            f"{detects:.2%}, all zeros or sign-flipped would pass; use atol < {(detects - rtol) * scale:.2g} "
             "(or leave it unset: the default judges relative to the values)"
         )
     return allowed

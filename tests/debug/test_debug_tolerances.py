@@ -75,3 +75,42 @@ def test_compare_judges_each_stage_relative_to_its_magnitude():
 def test_tolerances_that_could_not_fail_are_refused(call, message):
     with pytest.raises(npattn.ConfigError, match=message):
         call()
+
+
+def _off_by(x, W_query, W_key, W_value):
+    import learners
+
+    return learners.attention_forward(x, W_query, W_key, W_value)
+
+
+def _off_by_backward(d_out, cache):
+    import learners
+
+    dx, dW_query, dW_key, dW_value = learners.attention_backward(d_out, cache)
+    return dx, dW_query * (1 + 1e-5), dW_key, dW_value  # dW_query off by 1e-5 relative
+
+
+@pytest.mark.parametrize("s", [1.0, 1e-2])
+def test_wrong_backwards_fail_at_small_scales_and_right_ones_pass(s):
+    import types
+
+    from npattn.debug.usercode import attention_from_module
+
+    x, W = scaled(s)
+    user = types.ModuleType("scaled_user")
+    user.off_by_forward, user.off_by_backward = _off_by, _off_by_backward
+    report = check_attention(attention_from_module(user, "off_by"), x=x, weights=W)
+    assert report.forward_right and not report.passed
+    if s < 1:  # finite differences cannot resolve 1e-5 of dW_query here; npattn's gradient does
+        assert "your forward is correct attention" in report.backward.verdict()
+    no_rowsum = check_attention(f"{EXAMPLES / 'broken_backward.py'}:no_rowsum", x=x, weights=W)
+    assert not no_rowsum.passed
+    assert check_attention(f"{EXAMPLES / 'broken_backward.py'}:attention", x=x, weights=W).passed
+
+
+def test_backward_tolerances_are_checked():
+    from npattn.debug.backward import diagnose_backward
+
+    grads = {"x": X, **book_weights()}
+    with pytest.raises(npattn.ConfigError, match="diagnose_backward: atol and rtol must be >= 0"):
+        diagnose_backward(X, book_weights(), np.ones((6, 2)), grads, atol=-1.0)
