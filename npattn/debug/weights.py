@@ -45,9 +45,12 @@ def returned_array(value: Any, who: str) -> np.ndarray:
     try:
         return to_numpy(value)
     except Exception as exc:
+        several = isinstance(value, tuple) and any(isinstance(v, np.ndarray) or hasattr(v, "detach") for v in value)
+        hint = " (the output alone: a forward that returns (output, cache) is NAME_forward, with NAME_backward)"
         raise DTypeError(
             f"{who} returned {describe_value(value)}, which npattn cannot read as an array "
             f"({type(exc).__name__}: {str(exc)[:100]}); expected a real floating ndarray or a CPU torch tensor"
+            + (hint if several else "")
         ) from None
 
 
@@ -58,6 +61,11 @@ def describe_value(value: Any) -> str:
         shape = tuple(getattr(value, "shape", ()))
         return f"a torch tensor of dtype {value.dtype} on {getattr(value, 'device', '?')}, shape {shape}"
     article = "an" if kind[:1].lower() in "aeiou" else "a"
+    if isinstance(value, tuple) and 0 < len(value) <= 8:  # (out, cache, 1): say what is in it
+        parts = [
+            f"ndarray {v.shape}" if isinstance(v, np.ndarray) else describe_value(v).split(" ", 1)[1] for v in value
+        ]
+        return f"{article} {kind} of {len(value)} ({', '.join(parts)})"
     return f"{article} {kind}"
 
 
