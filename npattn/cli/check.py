@@ -29,6 +29,7 @@ import numpy as np
 from npattn.book import book_batch, book_inputs
 from npattn.debug.backward import attention_reference
 from npattn.debug.diagnose import diagnose
+from npattn.debug.tolerance import matches
 from npattn.debug.usercode import book_weights, check_attention, multihead_weights, second_shape_inputs
 from npattn.errors import ConfigError, NpattnError
 
@@ -112,9 +113,7 @@ def _forward_verdict(
         W = multihead_weights() if num_heads else book_weights()
     if num_heads:  # as usercode's multi-head diagnosis: the output as a whole
         expected, _ = attention_reference(np.asarray(x, np.float64), W, causal=True, num_heads=num_heads)
-        ours = output.shape == expected.shape and bool(
-            np.all(np.abs(output - expected) <= 1e-5 + 1e-4 * float(np.max(np.abs(expected))))
-        )
+        ours = matches(output, expected)
     else:
         ours = output.shape == (*x.shape[:-1], W["W_query"].shape[1])
         ours = ours and diagnose(x, W, output, causal=causal, catalogue=()).correct

@@ -35,7 +35,7 @@ from npattn.debug.backward import (
 )
 from npattn.debug.weights import gradient_array
 from npattn.errors import ConfigError
-from npattn.debug.tolerance import FORWARD_RTOL, check_tolerances, largest
+from npattn.debug.tolerance import check_tolerances, largest, matches
 from npattn.gradcheck import DETECTS, TensorCheck, _compare
 
 __all__ = ["BackwardCheck", "GradientRow", "check_backward", "describe_exception", "recover_keep"]
@@ -300,7 +300,7 @@ def check_backward(
         report.error = describe_exception(f"{name}'s backward", exc)
         return report
     reference = backward_variant(x64, W64, G, **settings)
-    report.forward_matches = bool(np.all(np.abs(out - expected_out) <= FORWARD_RTOL * largest(expected_out)))
+    report.forward_matches = matches(out, expected_out)
     exact_atol = atol or 0.0  # against npattn's float64 gradient: relative to each tensor
     if atol is None:  # against finite differences: their rounding noise
         atol = DIFFERENCE_NOISE * float(np.finfo(np.float64).eps) * float(np.sum(np.abs(out * G))) / eps

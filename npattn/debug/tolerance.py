@@ -17,7 +17,7 @@ import numpy as np
 from npattn._checks import check_finite
 from npattn.errors import ConfigError
 
-__all__ = ["FORWARD_DETECTS", "FORWARD_RTOL", "allowed_error", "check_tolerances", "largest"]
+__all__ = ["FORWARD_DETECTS", "FORWARD_RTOL", "allowed_error", "check_tolerances", "largest", "matches"]
 
 FORWARD_DETECTS = 1e-3
 """Every forward check must be able to fail an output off by this relative amount (0.1%)."""
@@ -69,3 +69,12 @@ def allowed_error(
             "(or leave it unset: the default judges relative to the values)"
         )
     return allowed
+
+
+def matches(output: np.ndarray, expected: np.ndarray, rtol: float = FORWARD_RTOL) -> bool:
+    """Same shape, finite, and |output - expected| <= rtol * max|expected| everywhere: the forward
+    checks' default judgement, relative to the values."""
+    output, expected = np.asarray(output), np.asarray(expected)
+    if output.shape != expected.shape or not np.all(np.isfinite(output)):
+        return False
+    return bool(np.all(np.abs(output - expected) <= rtol * largest(expected)))

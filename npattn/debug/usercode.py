@@ -45,6 +45,7 @@ from npattn.debug.diagnose import Diagnosis, Symptom, diagnose
 from npattn.debug.formulas import WEIGHT_NAMES
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.rows import RowCheck, check_rows
+from npattn.debug.tolerance import matches
 from npattn.debug.userbackward import (
     DROPOUT_P,
     dropout_check,
@@ -458,7 +459,7 @@ def _multihead_diagnosis(
             max_diff = float(np.nanmax(np.where(np.isfinite(out), np.abs(out - expected), np.inf)))
     if not np.all(np.isfinite(out)):
         symptoms.append(Symptom("non_finite", "the output holds NaN or inf"))
-    correct = max_diff is not None and max_diff <= 1e-5 + 1e-4 * float(np.max(np.abs(expected)))
+    correct = matches(out, expected)
     return Diagnosis(
         correct, (), tuple(symptoms), (), max_diff, expected, out, shape_check, True,
         label=f"multi-head causal attention, {num_heads} heads, no output projection",

@@ -114,3 +114,24 @@ def test_backward_tolerances_are_checked():
     grads = {"x": X, **book_weights()}
     with pytest.raises(npattn.ConfigError, match="diagnose_backward: atol and rtol must be >= 0"):
         diagnose_backward(X, book_weights(), np.ones((6, 2)), grads, atol=-1.0)
+
+
+def test_a_multihead_output_of_zeros_fails_at_a_small_scale():
+    import types
+
+    from npattn.debug.usercode import attention_from_module, multihead_weights
+
+    class Zeros:
+        def __init__(self, d_in, d_out, context_length, dropout, num_heads):
+            self.W_query = np.zeros((d_in, d_out))
+            self.W_key = np.zeros((d_in, d_out))
+            self.W_value = np.zeros((d_in, d_out))
+
+        def __call__(self, x):
+            return np.zeros((*x.shape[:-1], self.W_value.shape[1]))
+
+    user = types.ModuleType("zeros_user")
+    user.Zeros = Zeros
+    W = {n: w * 1e-3 for n, w in multihead_weights().items()}
+    report = check_attention(attention_from_module(user, "Zeros"), x=npattn.book_batch() * 1e-3, weights=W)
+    assert not report.diagnosis.correct
