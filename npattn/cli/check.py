@@ -6,12 +6,13 @@ stay untouched: ``npattn.debug.usercode`` hands the user copies), then sends the
 output. The parent waits at most ``timeout`` seconds and turns every way the child can end into
 one line and exit code 2: the user's code raised, called ``sys.exit``, raised
 ``KeyboardInterrupt``, ended the process (``os._exit``, a crash) or ran past the timeout (the
-child is killed). The child runs in a session and process group of its own, and the whole group is
-killed when the check ends, so processes the user's code starts (``os.fork``, ``subprocess``)
-do not outlive it (unless they start a session of their own). The forward's verdict is the parent's own: it compares the output with the
-reference computed from pristine weights in a process the user's code never ran in, so code that
-patches NumPy or npattn while it runs cannot certify a wrong output (the backward and dropout
-checks run the user's code, so their verdicts come from the child).
+child is killed). The child runs in a session and process group of its own, and the whole
+group is killed when the check ends, so processes the user's code starts (``os.fork``,
+``subprocess``) do not outlive it (unless they start a session of their own). The forward's
+verdicts (at the book's shape and at the second shape) are the parent's own: it compares the
+outputs with the references computed from pristine weights in a process the user's code never
+ran in, so code that patches NumPy or npattn while it runs cannot certify a wrong output (the
+backward and dropout checks run the user's code, so their verdicts come from the child).
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
     # The forward verdicts are recomputed here; the backward and dropout checks need the user's code.
     correct = _forward_verdict(spec, forward_ok, output, causal, num_heads) and passed
     if other is not None:
-        correct = _forward_verdict(spec, *other, causal, num_heads, second=True) and correct
+        other_ok, other_output = other
+        correct = _forward_verdict(spec, other_ok, other_output, causal, num_heads, second=True) and correct
     print(text, end="", file=out or sys.stdout)
     return 0 if correct else 1

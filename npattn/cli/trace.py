@@ -104,7 +104,8 @@ def run_trace(
     prediction = predict_shapes_for(model, x)
     # The trace keeps a copy of every stage while the forward holds its own: twice the prediction.
     stages = prediction.total_bytes(x.dtype)
-    check_bytes(2 * stages, f"tracing {n_tokens} tokens (every stage recorded, {format_bytes(stages)}, and the forward's own)")
+    kept = f"every stage recorded, {format_bytes(stages)}, and the forward's own"
+    check_bytes(2 * stages, f"tracing {n_tokens} tokens ({kept})")
     if attention:
         where = "the book's input batch" if book else f"{n_tokens} random tokens"
         print(f"{type(model).__name__}({model.extra_repr()}, rng={seed}) on {where} {format_shape(x.shape)}", file=out)

@@ -33,9 +33,9 @@ from npattn.debug.backward import (
     backward_variant,
     diagnose_backward,
 )
+from npattn.debug.tolerance import check_tolerances, largest, matches
 from npattn.debug.weights import gradient_array
 from npattn.errors import ConfigError
-from npattn.debug.tolerance import check_tolerances, largest, matches
 from npattn.gradcheck import DETECTS, TensorCheck, _compare
 
 __all__ = ["BackwardCheck", "GradientRow", "check_backward", "describe_exception", "recover_keep"]
@@ -162,9 +162,10 @@ class BackwardCheck:
         if self.passed:
             return "backward: PASSED (every gradient matches finite differences of your forward and npattn's gradient)"
         if self.consistent and self.forward_matches:
-            bad = ", ".join(f"d{r.name}" for r in self.rows if not r.correct)
+            wrong = [f"d{r.name}" for r in self.rows if not r.correct]
             return (
-                f"backward: FAILED: {bad} {'differs' if ',' not in bad else 'differ'} from npattn's gradient; "
+                f"backward: FAILED: {', '.join(wrong)} {'differs' if len(wrong) == 1 else 'differ'} from npattn's "
+                "gradient; "
                 "your forward is correct attention and finite differences of it cannot resolve a difference "
                 "this small at these magnitudes"
             )

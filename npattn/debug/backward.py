@@ -373,7 +373,7 @@ def _reproduce(
     forms: tuple[str, ...],
     user: Mapping[str, np.ndarray],
     reference: Mapping[str, np.ndarray],
-    atol: float,
+    atol: float | None,
     rtol: float,
 ) -> str | None:
     """The detail of the first variant of ``mistake`` reproducing ``user``; "correct" when the

@@ -21,8 +21,8 @@ import numpy as np
 
 from npattn import _html
 from npattn._checks import as_array
-from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, largest
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
+from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, largest
 from npattn.debug.weights import check_weights_and_biases, to_numpy
 from npattn.nn import functional as F
 

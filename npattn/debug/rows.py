@@ -91,7 +91,7 @@ def single_token_context(
     i: int,
     *,
     causal: bool = False,
-    biases: Sequence[np.ndarray] = (0.0, 0.0, 0.0),
+    biases: Sequence[Any] = (0.0, 0.0, 0.0),
 ) -> np.ndarray:
     """The book's step-by-step computation for token i of x (n, d_in): context vector (d_out,).
     ``biases``: (b_query, b_key, b_value), each (d_out,), added to the projections (qkv_bias=True)."""

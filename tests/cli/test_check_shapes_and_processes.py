@@ -94,7 +94,8 @@ def test_code_right_only_at_the_book_shape_fails_at_the_second(learner, capsys):
     assert main(["check", f"{learner}:fixed"]) == 1
     out = capsys.readouterr().out
     assert "another shape: n=5, d_in=4, d_out=3 (random x and weights): FAILED at this shape only" in out
-    assert out.rstrip().endswith("fixed: FAILED: right at the book's shape, wrong at n=5, d_in=4, d_out=3 (see 'another shape')")
+    verdict = "fixed: FAILED: right at the book's shape, wrong at n=5, d_in=4, d_out=3 (see 'another shape')"
+    assert out.rstrip().endswith(verdict)
 
 
 def test_code_that_raises_at_the_second_shape_fails_there(learner, capsys):

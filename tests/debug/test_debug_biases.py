@@ -31,7 +31,8 @@ def test_check_rows_of_passes_npattn_own_biased_modules(build):
 def test_check_rows_fails_a_module_that_forgets_its_biases():
     module = BIASED[1]()
     x = npattn.book_batch()
-    without = attention_variant(x, *(npattn.weights_of(module)[n] for n in ("W_query", "W_key", "W_value")), causal=True)
+    W = npattn.weights_of(module)
+    without = attention_variant(x, *(W[n] for n in ("W_query", "W_key", "W_value")), causal=True)
     assert not npattn.check_rows(x, module, without, causal=True)
 
 
@@ -69,5 +70,5 @@ def test_tools_without_biases_refuse_nonzero_ones_and_take_zero_ones():
 
     with pytest.raises(npattn.ConfigError, match="nonzero biases"):
         check_attention(attention_from_module(learners, "attention"), weights=module.state_dict())
-    zero = {**npattn.weights_of(module), "W_query.bias": np.zeros(2), "W_key.bias": np.zeros(2), "W_value.bias": np.zeros(2)}
+    zero = {**npattn.weights_of(module), **{f"{n}.bias": np.zeros(2) for n in ("W_query", "W_key", "W_value")}}
     assert check_attention(attention_from_module(learners, "attention"), weights=zero).passed

@@ -13,6 +13,7 @@ from npattn.debug.usercode import book_weights, check_attention
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 X = npattn.book_inputs().astype(np.float64)
+V1 = npattn.SelfAttention_v1
 
 
 def scaled(s: float) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -68,8 +69,8 @@ def test_compare_judges_each_stage_relative_to_its_magnitude():
         (lambda: npattn.diagnose(X, book_weights(), np.zeros((6, 2)), rtol=float("nan")), "rtol must be a finite"),
         (lambda: npattn.check_rows(X, book_weights(), np.zeros((6, 2)), atol=10.0), "atol=10 is too wide"),
         (lambda: npattn.check_rows(X, book_weights(), np.zeros((6, 2)), rtol=0.01), "rtol must be below 0.001"),
-        (lambda: npattn.compare(npattn.SelfAttention_v1(3, 2), npattn.SelfAttention_v1(3, 2), X, atol=-1), "got atol=-1"),
-        (lambda: npattn.compare(npattn.SelfAttention_v1(3, 2), npattn.SelfAttention_v1(3, 2), X, atol=1), "stage"),
+        (lambda: npattn.compare(V1(3, 2), V1(3, 2), X, atol=-1), "got atol=-1"),
+        (lambda: npattn.compare(V1(3, 2), V1(3, 2), X, atol=1), "stage"),
     ],
 )
 def test_tolerances_that_could_not_fail_are_refused(call, message):
