@@ -22,6 +22,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import time
 from multiprocessing.connection import Connection
 from typing import Any, TextIO
 
@@ -102,6 +103,20 @@ def _kill_group(child: Any) -> None:
         child.kill()
 
 
+def _wait_group_gone(pgid: int | None, seconds: float = 1.0) -> None:
+    """Wait (at most ``seconds``) until no process of the killed group is left, so that none of
+    them is still there when ``npattn check`` returns."""
+    if not hasattr(os, "killpg") or pgid is None:
+        return
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
+
+
 def _forward_verdict(
     spec: str, forward_ok: bool, output: np.ndarray, causal: bool, num_heads: int | None, second: bool = False
 ) -> bool:
@@ -163,6 +178,7 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
         # thread keeping it alive, a forked process), before join reaps it and frees its group id.
         _kill_group(child)
         child.join()
+        _wait_group_gone(child.pid)
     if result[0] == "error":
         raise ConfigError(result[1])
     _, text, passed, forward_ok, output, causal, num_heads, other = result

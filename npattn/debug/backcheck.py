@@ -88,6 +88,8 @@ def _margin(c: TensorCheck) -> str:
     """allowed / error when it passes ("306x"); error / allowed when it fails ("4.1e+05x over")."""
     if c.margin == float("inf"):
         return "inf"
+    if c.margin == 0.0:  # nothing allowed (a gradient that must be exactly zero) and an error
+        return "inf over"
     return f"{c.margin:.3g}x" if c.passed else f"{1 / c.margin:.2g}x over"
 
 

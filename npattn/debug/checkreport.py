@@ -64,7 +64,7 @@ class CheckReport:
             return ["", f"{head}: FAILED too"]
         hint = (
             " at this shape only (the book's shape passed): does the code hard-code a size (sqrt(2) for "
-            "d_out=2, six tokens, d_in=3)?"
+            "d_out=2, six tokens, d_in=3), or fail when it runs a second time?"
         )
         if self.second_error:
             return ["", f"{head}: FAILED{hint}", f"  {self.second_error}"]

@@ -362,16 +362,20 @@ def check_attention(
             f"(npattn.debug.usercode.attention_from_module(module, NAME)), got {type(attention).__name__}"
         )
     user = load_attention(attention) if isinstance(attention, str) else attention
+    # The second shape's inputs are made before the user's code runs (it may patch NumPy).
+    second = {causal: second_shape_inputs(causal, user.num_heads) for causal in (False, True)}
     with kept_random_state():
         report = _check(user, x, weights)
     if x is None and weights is None and user.kind != "instance":  # an instance has its sizes fixed
-        x2, W2 = second_shape_inputs(report.causal, report.num_heads)
+        x2, W2 = second[report.causal]
         report.second_shape = "n={}, d_in={}, d_out={}".format(x2.shape[-2], *W2["W_query"].shape)
         try:
             with kept_random_state():
                 report.second = _check(user, x2, W2, with_dropout=False)
         except NpattnError as exc:
             report.second_error = str(exc)
+        except Exception as exc:  # npattn's own code, after the user's code changed what it calls
+            report.second_error = f"{user.name} left npattn unable to run ({type(exc).__name__}: {exc})"
     return report
 
 

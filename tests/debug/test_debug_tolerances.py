@@ -136,3 +136,12 @@ def test_a_multihead_output_of_zeros_fails_at_a_small_scale():
     W = {n: w * 1e-3 for n, w in multihead_weights().items()}
     report = check_attention(attention_from_module(user, "Zeros"), x=npattn.book_batch() * 1e-3, weights=W)
     assert not report.diagnosis.correct
+
+
+def test_a_gradient_that_must_be_exactly_zero_prints_its_failure():
+    from npattn.debug.backcheck import BackwardCheck, GradientRow
+    from npattn.gradcheck import TensorCheck
+
+    nothing_allowed = TensorCheck("W_query", (3, 2), 1e-20, 1.0, 0.0, (0, 0), 0.0, 1e-20)
+    report = BackwardCheck("backward", rows=[GradientRow("W_query", (3, 2), nothing_allowed, nothing_allowed)])
+    assert "inf over" in str(report) and not report.passed
