@@ -103,7 +103,7 @@ def _kill_group(child: Any) -> None:
         child.kill()
 
 
-def _wait_group_gone(pgid: int | None, seconds: float = 1.0) -> None:
+def _wait_group_gone(pgid: int | None, seconds: float = 0.2) -> None:
     """Wait (at most ``seconds``) until no process of the killed group is left, so that none of
     them is still there when ``npattn check`` returns."""
     if not hasattr(os, "killpg") or pgid is None:

@@ -124,7 +124,7 @@ def _gone(pid: int) -> bool:
 def test_processes_the_user_code_starts_do_not_outlive_the_check(learner, tmp_path, monkeypatch, capsys, name, code):
     pid_file = tmp_path / "child.pid"
     monkeypatch.setenv("NPATTN_TEST_PID_FILE", str(pid_file))
-    assert main(["check", f"{learner}:{name}", "--timeout", "3"]) == code
+    assert main(["check", f"{learner}:{name}", "--timeout", "1.5"]) == code
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + 5
     while not _gone(pid) and time.monotonic() < deadline:
