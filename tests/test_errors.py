@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 from attention_cases import ATTENTION_CASES, AttentionCase
+from debug_tool_bad_inputs import debug_tool_bad_inputs
 from stage_bad_inputs import stage_bad_inputs
 from training_bad_inputs import training_bad_inputs
 
@@ -1339,6 +1340,7 @@ def debug_bad_inputs() -> list[BadInput]:
             "grad_output: expected a real array of the output's shape (6, 2), got shape (6, 3)",
         ),
     ]
+    rows += debug_tool_bad_inputs(_on_16_gib)  # tests/debug_tool_bad_inputs.py
     return [BadInput(*row) for row in rows]
 
 

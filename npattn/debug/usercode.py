@@ -45,6 +45,7 @@ from npattn.debug.diagnose import Diagnosis, Symptom, diagnose
 from npattn.debug.formulas import WEIGHT_NAMES
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.rows import RowCheck, check_rows
+from npattn.debug.tolerance import matches
 from npattn.debug.userbackward import (
     DROPOUT_P,
     dropout_check,
@@ -67,6 +68,7 @@ __all__ = [
     "load_attention",
     "multihead_weights",
     "run_check",
+    "second_shape_inputs",
 ]
 
 
@@ -78,6 +80,26 @@ def book_weights() -> dict[str, np.ndarray]:
 def multihead_weights() -> dict[str, np.ndarray]:
     """The weights of ``MultiHeadAttention(3, 4, 6, 0.0, num_heads=2, rng=123)``: d_out=4, head_dim=2."""
     return weights_of(MultiHeadAttention(3, 4, BOOK_CONTEXT_LENGTH, 0.0, num_heads=NUM_HEADS, rng=123))
+
+
+SECOND_SHAPE = {"n_tokens": 5, "d_in": 4, "d_out": 3}
+"""The second shape every learner's attention is checked at (with ``npattn check``'s defaults):
+code right only at the book's sizes (sqrt(2) for d_out=2, six tokens, three inputs) fails there."""
+SECOND_SEED = 7
+
+
+def second_shape_inputs(causal: bool, num_heads: int | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """x and weights of the second shape: n=5, d_in=4, d_out=3 (multi-head: d_out=6, head_dim=3),
+    x uniform on [0, 1) in float32 like the book's embeddings, a batch of 2 for causal attention, weights
+    as npattn's class draws them (seed ``SECOND_SEED``)."""
+    n, d_in, d_out = SECOND_SHAPE["n_tokens"], SECOND_SHAPE["d_in"], SECOND_SHAPE["d_out"]
+    rng = np.random.default_rng(SECOND_SEED)
+    if num_heads:
+        W = weights_of(MultiHeadAttention(d_in, d_out * num_heads, BOOK_CONTEXT_LENGTH, 0.0, num_heads=num_heads,
+                                          rng=SECOND_SEED))
+        return rng.uniform(0.0, 1.0, (2, n, d_in)).astype(np.float32), W
+    x = rng.uniform(0.0, 1.0, (2, n, d_in) if causal else (n, d_in)).astype(np.float32)  # float32, as the book's
+    return x, weights_of(SelfAttention_v1(d_in, d_out, rng=SECOND_SEED))
 
 
 def _is_torch(obj: Any) -> bool:
@@ -339,11 +361,27 @@ def check_attention(
             "check_attention: expected a 'FILE.py:NAME' spec or a UserAttention "
             f"(npattn.debug.usercode.attention_from_module(module, NAME)), got {type(attention).__name__}"
         )
+    user = load_attention(attention) if isinstance(attention, str) else attention
+    # The second shape's inputs are made before the user's code runs (it may patch NumPy).
+    second = {causal: second_shape_inputs(causal, user.num_heads) for causal in (False, True)}
     with kept_random_state():
-        return _check(load_attention(attention) if isinstance(attention, str) else attention, x, weights)
+        report = _check(user, x, weights)
+    if x is None and weights is None and user.kind != "instance":  # an instance has its sizes fixed
+        x2, W2 = second[report.causal]
+        report.second_shape = "n={}, d_in={}, d_out={}".format(x2.shape[-2], *W2["W_query"].shape)
+        try:
+            with kept_random_state():
+                report.second = _check(user, x2, W2, with_dropout=False)
+        except NpattnError as exc:
+            report.second_error = str(exc)
+        except Exception as exc:  # npattn's own code, after the user's code changed what it calls
+            report.second_error = f"{user.name} left npattn unable to run ({type(exc).__name__}: {exc})"
+    return report
 
 
-def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any] | None) -> CheckReport:
+def _check(
+    user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any] | None, *, with_dropout: bool = True
+) -> CheckReport:
     if weights is not None:
         W = weights_of(weights)
     else:
@@ -400,7 +438,7 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
         report.backward = check_backward(
             forward, backward, x, W, name=user.name, title=title, causal=causal, num_heads=user.num_heads
         )
-        if causal and user.kind == "class":
+        if causal and user.kind == "class" and with_dropout:
             obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
             if getattr(obj, "out_proj", None) is not None:
                 _identity_out_proj(obj, d_out, user.name)
@@ -425,7 +463,7 @@ def _multihead_diagnosis(
             max_diff = float(np.nanmax(np.where(np.isfinite(out), np.abs(out - expected), np.inf)))
     if not np.all(np.isfinite(out)):
         symptoms.append(Symptom("non_finite", "the output holds NaN or inf"))
-    correct = max_diff is not None and max_diff <= 1e-5 + 1e-4 * float(np.max(np.abs(expected)))
+    correct = matches(out, expected)
     return Diagnosis(
         correct, (), tuple(symptoms), (), max_diff, expected, out, shape_check, True,
         label=f"multi-head causal attention, {num_heads} heads, no output projection",
