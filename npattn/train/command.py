@@ -203,8 +203,8 @@ def train_task(
                 "optimizer": opt.state_dict(),
                 "history": hist.state_dict(),
             }
-            meta = {"class": type(model).__name__, "config": {"d_in": the_task.d_in, "d_out": the_task.d_out}}
-            checkpoint.save(state, save, metadata=meta)
+            config = {"d_in": the_task.d_in, "d_out": the_task.d_out}
+            checkpoint.save_run(state, save, type(model).__name__, config)
             last_saved.append(step)
 
     try:

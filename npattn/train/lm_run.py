@@ -302,6 +302,11 @@ def run_lm(
         settings = _resume_settings(stored, given)
     else:
         settings = LMSettings(**given)
+    atomic.check_distinct(
+        {"save (--save)": save, "plot (--plot)": plot},
+        {"text (--text)": settings.text, "resume (--resume)": resume},
+        may_equal=("resume (--resume)", "save (--save)"),  # resuming saves over its own checkpoint
+    )
     text, text_sha256 = _load_text(settings)
     history = None
     if resume is not None:
@@ -358,7 +363,7 @@ def run_lm(
             "history": hist.state_dict(),
             "dropout_rng": _rng_state(model),
         }
-        checkpoint.save(state, save, metadata={"class": "GPTModel", "config": cfg})
+        checkpoint.save_run(state, save, "GPTModel", cfg)
 
     def on_step(hist: LMHistory) -> None:
         if save is not None and save_every and (hist.global_step + 1) % save_every == 0:
