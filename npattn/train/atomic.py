@@ -163,14 +163,18 @@ def probe_target(path: Any, what: str = "checkpoint") -> str:
     return real
 
 
-def read_bytes(path: str, what: str = "checkpoint") -> bytes:
+def read_bytes(path: str, what: str = "checkpoint", limit: int | None = None) -> bytes:
     """The bytes of the file ``check_source`` accepted; CheckpointError (not a raw OSError) if the
-    OS refuses to read it (no permission, an I/O error)."""
+    OS refuses to read it (no permission, an I/O error), or if it holds more than ``limit`` bytes
+    (at most ``limit + 1`` are read)."""
     try:
         with open(path, "rb") as f:
-            return f.read()
+            data = f.read() if limit is None else f.read(limit + 1)
     except OSError as exc:
         raise CheckpointError(f"cannot read {what} {path!r}: {exc.strerror or exc}") from None
+    if limit is not None and len(data) > limit:
+        raise CheckpointError(f"{what} {path!r} is larger than {limit:,} bytes, more than npattn reads")
+    return data
 
 
 def _new_file_mode() -> int:
