@@ -52,15 +52,26 @@ DEFAULTS = {"task": "selective-copy", "optimizer": "adam", "lr": 0.05, "seed": 1
 """The run settings ``train_task`` and ``npattn train`` use when none is given (and no run is resumed)."""
 
 
+class _Unset:
+    """The default of ``train_task``'s run settings: ``DEFAULTS``, or a resumed checkpoint's. Not
+    None, which a seed would read as "any seed"."""
+
+    def __repr__(self) -> str:
+        return "<the default, or the resumed checkpoint's>"
+
+
+UNSET: Any = _Unset()
+
+
 def check_resumed_settings(given: dict[str, Any], stored: Any) -> None:
     """A resumed run takes its task, optimizer, lr and seed from the checkpoint: any of them
-    ``given`` (not None) must equal the stored one. ``train_task`` and ``npattn train`` share this.
+    ``given`` must equal the stored one. ``train_task`` and ``npattn train`` share this.
 
     Raises:
         ConfigError: naming every setting that differs, with both values.
     """
     stored = stored if isinstance(stored, dict) else {}
-    clash = {k: (v, stored.get(k)) for k, v in given.items() if v is not None and stored.get(k) != v}
+    clash = {k: (v, stored.get(k)) for k, v in given.items() if stored.get(k) != v}
     if clash:
         raise ConfigError(
             "--resume continues the stored run; these options differ from it: "
@@ -169,12 +180,12 @@ def _finite_state(model: Module, opt: Optimizer) -> str | None:
 
 
 def train_task(
-    task: str | None = None,
+    task: str = UNSET,
     *,
-    optimizer: str | None = None,
-    lr: float | None = None,
+    optimizer: str = UNSET,
+    lr: float = UNSET,
     steps: int = 300,
-    seed: int | None = None,
+    seed: int = UNSET,
     save: str | os.PathLike[str] | None = None,
     save_every: int = 0,
     resume: str | os.PathLike[str] | None = None,
@@ -188,7 +199,7 @@ def train_task(
     ``save``: write a checkpoint there every ``save_every`` steps (0: only at the end) and always
     at the end, also when no step was left to run. It holds the model's and the optimizer's state
     dicts, the history and the step count (the data position: batch t depends only on the seed and
-    t). ``task``, ``optimizer``, ``lr``, ``seed``: None means the default (``DEFAULTS``:
+    t). ``task``, ``optimizer``, ``lr``, ``seed`` not given: the defaults (``DEFAULTS``:
     selective-copy, adam, 0.05, 123). ``resume``: continue the run in that checkpoint up to
     ``steps`` total, with the task, optimizer, lr and seed stored in it (any of them given must
     equal the stored one); the result equals an uninterrupted run bit for bit.
@@ -210,7 +221,7 @@ def train_task(
     log_every = check_nonnegative_int(log_every, "log_every")
     check_callback(on_log, "on_log", "step, loss, history")
     check_callback(on_start, "on_start", "")
-    given = {"task": task, "optimizer": optimizer, "lr": lr, "seed": seed}
+    given = {k: v for k, v in dict(task=task, optimizer=optimizer, lr=lr, seed=seed).items() if v is not UNSET}
     if save is None and save_every:
         raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
     if save is not None:
@@ -221,7 +232,7 @@ def train_task(
     if resume is not None:
         saved, run, start_step = _read_run(resume, steps, given)
     else:
-        settings = {k: DEFAULTS[k] if v is None else v for k, v in given.items()}
+        settings = {**DEFAULTS, **given}
         run = _run_config(settings["task"], settings["optimizer"], settings["lr"], steps, settings["seed"])
     try:
         the_task = make_task(run["task"], seed=run["seed"])
@@ -320,11 +331,8 @@ def run_train_command(args: Any, out: TextIO) -> int:
 
     with np.errstate(over="ignore", invalid="ignore"):  # a non-finite loss is reported by TrainingError
         model, _, _, task = train_task(
-            args.task,  # None: the default, or the resumed checkpoint's
-            optimizer=args.optimizer,
-            lr=args.lr,
+            **given,  # the options given; the others are the defaults, or the resumed checkpoint's
             steps=args.steps,
-            seed=args.seed,
             save=args.save,
             save_every=args.save_every,
             resume=args.resume,

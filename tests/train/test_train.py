@@ -385,6 +385,7 @@ def test_zero_steps_still_writes_the_checkpoint_and_it_resumes(tmp_path):
         ({"steps": -1}, npattn.ConfigError, "steps must be an integer >= 0, got -1"),
         ({"steps": 1.5}, npattn.ConfigError, "steps must be an integer >= 0, got 1.5"),
         ({"seed": -1}, npattn.ConfigError, "seed must be an integer in [0, 2**32), got -1"),
+        ({"seed": None}, npattn.ConfigError, "seed must be an integer in [0, 2**32), got None"),
         ({"lr": "0.1"}, npattn.ConfigError, "Invalid learning rate"),
         ({"lr": float("nan")}, npattn.ConfigError, "Invalid learning rate"),
         ({"log_every": -1}, npattn.ConfigError, "log_every must be an integer >= 0"),
