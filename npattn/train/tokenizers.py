@@ -445,3 +445,13 @@ def token_ids_to_text(token_ids: Any, tokenizer: Tokenizer) -> str:
     if arr.ndim == 2 and arr.shape[0] == 1:
         arr = arr[0]
     return tokenizer.decode(arr)
+
+
+def __getattr__(name: str) -> Any:
+    """``tokenizer_from_dict``, ``save_tokenizer`` and ``load_tokenizer`` at their old address (they
+    live in ``npattn.train.tokenizer_files``, which imports this module)."""
+    if name in ("tokenizer_from_dict", "save_tokenizer", "load_tokenizer"):
+        from npattn.train import tokenizer_files
+
+        return getattr(tokenizer_files, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -274,3 +274,10 @@ def test_a_missing_key_and_a_non_tokenizer_are_named() -> None:
         TF.tokenizer_from_dict({"kind": "bpe", "merges": []})
     with pytest.raises(ConfigError, match=r"save_tokenizer expects a tokenizer .*, got str 'bpe'"):
         TF.save_tokenizer("bpe", "t.json")
+
+
+def test_the_file_functions_keep_their_old_address() -> None:
+    for name in ("tokenizer_from_dict", "save_tokenizer", "load_tokenizer"):
+        assert getattr(T, name) is getattr(TF, name)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        T.nothing
