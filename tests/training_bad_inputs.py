@@ -516,14 +516,14 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
         (
             "run_lm(given)",
             "an unknown setting (was a TypeError)",
-            lambda: _lm_run(given={"foo": 1}),
+            in_scratch(lambda: _lm_run(given={"foo": 1})),
             cfg,
             "unknown setting(s) foo; LMSettings has text, tokenizer",
         ),
         (
             "run_lm(given)",
             "text=3 (was a TypeError)",
-            lambda: _lm_run(given={"text": 3}),
+            in_scratch(lambda: _lm_run(given={"text": 3})),
             cfg,
             "text (--text) must be a file path (str) or None, got int",
         ),
