@@ -18,8 +18,9 @@ import npattn
 from npattn.optim import SGD, Adam
 from npattn.train.lm import LMHistory
 from npattn.train.lm_run import run_lm
+from npattn.train.tasks import make_task
 from npattn.train.text import create_dataloader_v1, default_corpus, read_text
-from npattn.train.tokenizers import load_tokenizer
+from npattn.train.tokenizer_files import load_tokenizer, save_tokenizer
 
 
 def in_scratch(call: Callable[[], Any]) -> Callable[[], Any]:
@@ -110,8 +111,8 @@ LM_TINY = {
 }
 
 
-def _lm_text() -> None:
-    with open("t.txt", "w", encoding="utf-8") as f:
+def _lm_text(name: str = "t.txt") -> None:
+    with open(name, "w", encoding="utf-8") as f:
         f.write(default_corpus()[:3_000])
 
 
@@ -131,13 +132,43 @@ def _lm_resume(edit: Callable[[dict[str, Any]], Any], steps: int = 5) -> Any:
     return run_lm({"text": "t.txt", "steps": steps}, resume="run.npz", out=None)
 
 
-def _task_resume(edit: Callable[[dict[str, Any]], Any]) -> Any:
+def _task_resume(edit: Callable[[dict[str, Any]], Any], **given: Any) -> Any:
     """Resume a 2-step teacher-student checkpoint after ``edit`` changed it."""
     npattn.train_task("teacher-student", steps=2, save="run.npz")
     state = npattn.load("run.npz")
     edit(state)
     npattn.save(state, "run.npz")
-    return npattn.train_task(steps=4, resume="run.npz")
+    return npattn.train_task(steps=4, resume="run.npz", **given)
+
+
+def _fit(steps: int, **kwargs: Any) -> Any:
+    task = make_task("teacher-student")
+    model = task.make_model()
+    return npattn.fit(model, Adam(model.parameters()), task.criterion, task.batch, steps, **kwargs)
+
+
+def _read_only(path: str) -> None:
+    npattn.save({"a": np.ones(2)}, path)
+    os.chmod(path, 0o444)
+
+
+def swapped_chars(entry: str) -> str:
+    """A char tokenizer's JSON with its first two characters swapped: consistent-looking, but every
+    token id of those two characters means the other one."""
+    state = json.loads(entry)
+    chars = state["chars"]
+    state["chars"] = chars[1] + chars[0] + chars[2:]
+    return json.dumps(state)
+
+
+def _flipped_directory(path: str) -> None:
+    """A checkpoint with one byte flipped in its zip directory (the "version made by" of the first entry)."""
+    npattn.save({"w": np.ones(2)}, path)
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    data[data.index(b"PK\x01\x02") + 6] ^= 0x5A
+    with open(path, "wb") as f:
+        f.write(bytes(data))
 
 
 def _complex_safetensors(path: str) -> None:
@@ -265,6 +296,34 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             group_lr,
         ),
         (
+            "Optimizer.step(closure)",
+            "a closure that is not a function (was a TypeError)",
+            lambda: _stepped()[1].step("loss"),
+            cfg,
+            "step(closure): expected a function that recomputes and returns the loss, got str",
+        ),
+        (
+            "Optimizer.step()",
+            "amsgrad switched on after steps were taken (was 'expected the buffers')",
+            lambda: _step_after(lambda m, o: o.param_groups[0].update(amsgrad=True)),
+            sde,
+            "amsgrad was switched on after steps were taken without it",
+        ),
+        (
+            "Optimizer.load_state_dict(sd)",
+            "Parameters in place of indices (was every array printed)",
+            lambda: _load_edited(lambda sd: sd["param_groups"][0].update(params=list(_model().parameters()))),
+            sde,
+            "'params' must list int indices (as state_dict() writes), got Parameter of shape (3, 2)",
+        ),
+        (
+            "Adam(params, lr=)",
+            "a 1-element array (a 0-d array or tensor is its number)",
+            lambda: Adam(_model().parameters(), lr=np.array([0.1])),
+            cfg,
+            "Invalid learning rate: expected a finite number >= 0, got an array of shape (1,) and dtype float64",
+        ),
+        (
             "Optimizer.step()",
             "a read-only .data",
             lambda: _step_after(lambda m, o: m.W_key.data.setflags(write=False)),
@@ -284,6 +343,34 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             in_scratch(lambda: npattn.save({"w": np.ones(2)}, "x.npz", metadata={"version": 2})),
             ckpt,
             "reserved",
+        ),
+        (
+            "npattn.save(obj, path, metadata=)",
+            "'class' (was reported by load_metadata as the saved class)",
+            in_scratch(lambda: npattn.save(_model(), "x.npz", metadata={"class": "GPTModel"})),
+            ckpt,
+            "metadata keys ['class'] are reserved for the checkpoint's own index",
+        ),
+        (
+            "npattn.save(obj, path)",
+            "a path ending in a separator (was written without it)",
+            in_scratch(lambda: npattn.save({"a": np.ones(2)}, "x.npz/")),
+            ckpt,
+            "cannot write checkpoint 'x.npz/': the path ends in a separator (a folder); name a file",
+        ),
+        (
+            "npattn.save(obj, path)",
+            "a file without write bits, as root too (was replaced)",
+            in_scratch(lambda: (_read_only("x.npz"), npattn.save({"a": np.ones(2)}, "x.npz"))),
+            ckpt,
+            "cannot write checkpoint 'x.npz': permission denied (the file is read-only)",
+        ),
+        (
+            "npattn.load(path)",
+            "a flipped byte in the zip directory (was a NotImplementedError)",
+            in_scratch(lambda: (_flipped_directory("x.npz"), npattn.load("x.npz"))),
+            ckpt,
+            "'x.npz' is truncated, corrupt or not a checkpoint: NotImplementedError: zip file version",
         ),
         (
             "npattn.save(obj, path, metadata=)",
@@ -356,10 +443,10 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
         ),
         (
             "train_task(save=)",
-            "a folder that refuses new files, as /proc does even for root (was found after training)",
+            "a folder no one may write (mode 555, as /proc), refused for root too (was found after training)",
             lambda: npattn.train_task(steps=2, save="/proc/npattn-run.npz"),
             ckpt,
-            "cannot write checkpoint '/proc/npattn-run.npz': the folder '/proc' refuses a new file",
+            "cannot write checkpoint '/proc/npattn-run.npz': permission denied in the folder '/proc'",
         ),
         ("train_task(...)", "steps=-1 (was accepted)", lambda: npattn.train_task(steps=-1), cfg, "steps must be"),
         (
@@ -384,6 +471,34 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             "it is a directory",
         ),
         (
+            "train_task(...)",
+            "on_log='x' (was a TypeError at the first log)",
+            lambda: npattn.train_task("teacher-student", steps=3, log_every=1, on_log="x"),
+            cfg,
+            "on_log must be a function on_log(step, loss, history) or None, got str",
+        ),
+        (
+            "train_task(resume=)",
+            "optimizer='sgd' on an Adam run (was ignored: the run continued with Adam)",
+            in_scratch(lambda: _task_resume(lambda s: None, optimizer="sgd")),
+            cfg,
+            "--resume continues the stored run; these options differ from it: --optimizer 'sgd' (checkpoint: 'adam')",
+        ),
+        (
+            "train_task(resume=)",
+            "a NaN in the history's losses (was accepted)",
+            in_scratch(lambda: _task_resume(lambda s: s["history"]["loss"].__setitem__(0, np.nan))),
+            ckpt,
+            "'run.npz': history.loss[0] is nan; a run records finite values only",
+        ),
+        (
+            "fit(model, optimizer, criterion, batches, steps, start_step=)",
+            "start_step past steps (was an empty History)",
+            lambda: _fit(5, start_step=10),
+            cfg,
+            "fit: start_step=10 is past steps=5 (the total step count, not the steps left)",
+        ),
+        (
             "train_task(resume=)",
             "an emptied optimizer state (was Adam's moments restarting from zero)",
             in_scratch(lambda: _task_resume(lambda s: s["optimizer"].update(state={}))),
@@ -401,14 +516,14 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
         (
             "run_lm(given)",
             "an unknown setting (was a TypeError)",
-            lambda: _lm_run(given={"foo": 1}),
+            in_scratch(lambda: _lm_run(given={"foo": 1})),
             cfg,
             "unknown setting(s) foo; LMSettings has text, tokenizer",
         ),
         (
             "run_lm(given)",
             "text=3 (was a TypeError)",
-            lambda: _lm_run(given={"text": 3}),
+            in_scratch(lambda: _lm_run(given={"text": 3})),
             cfg,
             "text (--text) must be a file path (str) or None, got int",
         ),
@@ -548,7 +663,7 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
         ),
         (
             "load_tokenizer(path)",
-            "a BPE split pattern that matches nothing (was encoding 'hello world' as [])",
+            "a BPE split pattern other than GPT-2's ('' encoded 'hello world' as []; '(a+)+$' hung)",
             in_scratch(
                 lambda: (
                     open("t.json", "w").write('{"kind": "bpe", "merges": [], "pattern": ""}'),
@@ -556,7 +671,51 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
                 )
             ),
             cfg,
-            "the split pattern '' leaves 'Hello, wor' (at offset 0) outside its matches",
+            "the split pattern '' is not GPT-2's, the only one npattn writes",
+        ),
+        (
+            "load_tokenizer(path)",
+            "/dev/zero (was read until memory ran out)",
+            lambda: load_tokenizer("/dev/zero"),
+            ckpt,
+            "tokenizer file '/dev/zero' is a character device, not a file",
+        ),
+        (
+            "load_tokenizer(path)",
+            "a bpe description without 'pattern' (was the KeyError's text)",
+            in_scratch(
+                lambda: (open("t.json", "w").write('{"kind": "bpe", "merges": []}'), load_tokenizer("t.json"))
+            ),
+            cfg,
+            "malformed bpe tokenizer description: the key(s) 'pattern' are missing",
+        ),
+        (
+            "save_tokenizer(tokenizer, path)",
+            "the name 'bpe' (was an AttributeError)",
+            in_scratch(lambda: save_tokenizer("bpe", "t.json")),
+            cfg,
+            "save_tokenizer expects a tokenizer",
+        ),
+        (
+            "read_text(path)",
+            "a UTF-16 file (was a hint to convert from Latin-1)",
+            in_scratch(lambda: (open("u.txt", "wb").write("caf\u00e9".encode("utf-16")), read_text("u.txt"))),
+            cfg,
+            "it starts with a UTF-16 byte-order mark: convert it first, e.g. iconv -f utf-16 -t utf-8",
+        ),
+        (
+            "run_lm(given, save=)",
+            "the text file itself (was the corpus replaced by the checkpoint)",
+            in_scratch(lambda: (_lm_text("t.npz"), _lm_run(given={"text": "t.npz"}, save="t.npz"))),
+            cfg,
+            "save (--save) 't.npz' is the file the run reads as text (--text) 't.npz'",
+        ),
+        (
+            "run_lm(given, resume=)",
+            "a char tokenizer with two characters swapped (was accepted: every id meant another character)",
+            in_scratch(lambda: _lm_resume(lambda s: s.update(tokenizer=swapped_chars(s["tokenizer"])))),
+            ckpt,
+            "its tokenizer differs from the char tokenizer the text and settings build",
         ),
         (
             "create_dataloader_v1(txt, tokenizer=)",

@@ -37,7 +37,7 @@ from npattn.errors import CheckpointError, ConfigError
 from npattn.nn.functional.transformer import token_cross_entropy_backward, token_cross_entropy_forward
 from npattn.optim import Optimizer
 from npattn.train.generate import generate
-from npattn.train.loop import check_finite
+from npattn.train.loop import check_callback, check_finite
 from npattn.train.text import DataLoader, check_tokenizer
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
 
@@ -184,8 +184,9 @@ class LMHistory:
             if kind is int:
                 ok = ok and float(value).is_integer()
             if not ok or not np.isfinite(float(value)) or value < low:
+                bound = f" >= {low:g}" if np.isfinite(low) else ""
                 raise CheckpointError(
-                    f"history.{key} must be a finite {'integer' if kind is int else 'number'} >= {low:g}, got {value!r}"
+                    f"history.{key} must be a finite {'integer' if kind is int else 'number'}{bound}, got {value!r}"
                 )
             return kind(value)
 
@@ -314,6 +315,7 @@ def train_lm(
         TrainingError: the loss or a gradient became NaN or inf (the weights were not updated).
     """
     tokenizer = check_tokenizer(tokenizer)
+    check_callback(on_step, "on_step", "history")
     num_epochs = check_nonnegative_int(num_epochs, "num_epochs")
     eval_freq = check_positive_int(eval_freq, "eval_freq")
     eval_iter = check_positive_int(eval_iter, "eval_iter")

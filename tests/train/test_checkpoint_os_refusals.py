@@ -78,7 +78,10 @@ def test_the_os_refusing_the_write_keeps_the_old_file_and_no_temp(old_file, monk
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
-def test_a_folder_that_refuses_new_files_even_for_root():
+def test_a_folder_that_refuses_new_files_even_for_root(monkeypatch):
+    with pytest.raises(npattn.CheckpointError, match=r"permission denied in the folder '/proc'"):
+        npattn.save(OLD, "/proc/npattn.npz")  # its mode (555) has no write bit: refused for root too
+    monkeypatch.setattr(atomic, "_writable_bits", lambda mode: True)  # past the mode bits: the OS refuses
     with pytest.raises(npattn.CheckpointError, match=r"could not write checkpoint '/proc/npattn\.npz'"):
         npattn.save(OLD, "/proc/npattn.npz")
     with pytest.raises(npattn.CheckpointError, match=r"the folder '/proc' refuses a new file"):
@@ -91,6 +94,7 @@ def test_train_refuses_an_unwritable_save_before_training(capsys, monkeypatch):
     import npattn.train.command as command
 
     monkeypatch.setattr(command, "fit", lambda *a, **k: pytest.fail("trained before refusing the save target"))
+    monkeypatch.setattr(atomic, "_writable_bits", lambda mode: True)  # past the mode bits: the OS refuses
     with pytest.raises(npattn.CheckpointError, match="refuses a new file"):
         train_task("teacher-student", steps=2, save="/proc/run.npz")
     assert main(["train", "--task", "teacher-student", "--steps", "2", "--save", "/proc/run.npz"]) == 2

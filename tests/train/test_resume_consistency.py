@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from training_bad_inputs import LM_TINY, edited_copy
+from training_bad_inputs import LM_TINY, edited_copy, swapped_chars
 
 import npattn
 from npattn.errors import CheckpointError
@@ -134,6 +134,19 @@ def lm_ck(tmp_path_factory, lm_text):
             "history.track_tokens_seen[1] is 17; expected 16 (1 steps of 16 tokens)",
         ),
         (lambda s: s["history"].update(samples=[[9, "x"]]), "samples at step 9, after its global_step 2"),
+        (lambda s: s.update(tokenizer=swapped_chars(s["tokenizer"])), "its tokenizer differs from the char tokenizer"),
+        (
+            lambda s: s["optimizer"]["param_groups"][0].update(weight_decay=0.0),
+            "its optimizer's weight_decay 0.0 differs from the run's weight_decay 0.1 (its stored settings)",
+        ),
+        (
+            lambda s: s["optimizer"]["param_groups"][0].update(lr=0.5),
+            "its optimizer's lr 0.5 differs from the run's lr 0.0004",
+        ),
+        (
+            lambda s: s["history"].update(train_losses=[float("nan")] * 2),
+            "history.train_losses[0] must be a finite number, got nan",
+        ),
     ],
 )
 def test_lm_resume_refuses_inconsistent_state(tmp_path, lm_ck, lm_text, edit, message):
