@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import math
 import numbers
-from typing import Any
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -14,7 +19,9 @@ __all__ = [
     "as_batched_input",
     "as_features",
     "as_input",
+    "check_allocation",
     "check_bool",
+    "check_bytes",
     "check_finite",
     "check_float_dtype",
     "check_grad_output",
@@ -22,7 +29,11 @@ __all__ = [
     "check_positive_int",
     "check_probability",
     "grad_problem",
+    "stage_arrays",
+    "wrap_stages",
 ]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.ndarray:
@@ -149,6 +160,46 @@ def check_float_dtype(dtype: Any, name: str = "dtype") -> np.dtype:
     return resolved
 
 
+def physical_memory() -> int:
+    """This machine's physical memory in bytes (2**63 where the operating system does not say)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return 2**63
+
+
+def check_allocation(shape: tuple[int, ...], dtype: Any, what: str, count: int = 1) -> None:
+    """Refuse, before anything is allocated, ``count`` arrays of ``shape`` and ``dtype`` that need more
+    bytes than this machine has memory (NumPy would fail with "array is too big", or the process
+    would be killed while filling them). ``what`` names them, with the argument that sized them.
+
+    Raises:
+        ConfigError: naming ``what``, the bytes needed and the memory there is.
+    """
+    nbytes = count * math.prod(shape) * np.dtype(dtype).itemsize
+    arrays = f"{count:,} arrays of shape {shape}" if count != 1 else f"shape {shape}"
+    check_bytes(nbytes, f"{what} ({arrays}, {np.dtype(dtype)})")
+
+
+def check_bytes(nbytes: int, what: str) -> None:
+    """``check_allocation`` for arrays counted by the caller: ``what`` would need ``nbytes`` bytes."""
+    limit = physical_memory()
+    if nbytes > limit:
+        raise ConfigError(
+            f"{what} would need {nbytes:,} bytes ({_human(nbytes)}), more than this machine's memory ({_human(limit)})"
+        )
+
+
+def _human(nbytes: int) -> str:
+    """``1.5 GiB``, ``977 KiB``: bytes in the largest binary unit that keeps a number >= 1."""
+    value, unit = float(nbytes), "bytes"
+    for name in ("KiB", "MiB", "GiB", "TiB"):
+        if value < 1024:
+            break
+        value, unit = value / 1024, name
+    return f"{value:,.1f} {unit}"
+
+
 def check_finite(value: Any, name: str) -> float:
     """Return ``value`` as float if it is a finite real number (not bool), else raise ConfigError."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(float(value)):
@@ -213,3 +264,81 @@ def grad_problem(grad: Any, data: np.ndarray, shape: tuple[int, ...] | None = No
             f"and dtype {data.dtype}"
         )
     return "is read-only (its flags.writeable is False)"
+
+
+def stage_arrays(fn: _F) -> _F:
+    """``fn`` (a stage function) with its array arguments checked, as the modules check theirs.
+
+    Every argument annotated ``np.ndarray`` (or ``np.ndarray | None``, or a sequence of ndarrays)
+    must be an ndarray (a NumPy scalar is taken as its 0-d array); a PyTorch tensor is taken as
+    ``tensor.detach().cpu().numpy()`` like the modules take it (``from_tensor``). Anything else (a
+    list, a number, None where an array is needed) is refused with a DTypeError naming the stage,
+    the argument, its type and the fix, instead of a raw AttributeError from deep inside the
+    stage. An ndarray passes untouched.
+    """
+    params = list(inspect.signature(fn).parameters.values())
+    checked = [
+        (
+            i if p.kind is p.POSITIONAL_OR_KEYWORD else len(params),
+            p.name,
+            "Sequence" in str(p.annotation),
+            "None" in str(p.annotation),
+        )
+        for i, p in enumerate(params)
+        if "ndarray" in str(p.annotation)
+    ]
+    stage = fn.__name__
+
+    def convert(value: Any, name: str, optional: bool) -> Any:
+        if type(value) is np.ndarray or isinstance(value, np.ndarray) or (optional and value is None):
+            return value
+        if isinstance(value, np.generic):  # a NumPy scalar: the 0-d array it stands for
+            return np.asarray(value)
+        converted = from_tensor(value)
+        if isinstance(converted, np.ndarray):
+            return converted
+        raise DTypeError(
+            f"{stage}: {name} must be a NumPy ndarray, got {type(value).__name__}; convert it with "
+            f"np.asarray({name}) (a torch tensor is taken as tensor.detach().cpu().numpy())"
+        )
+
+    def arg(value: Any, name: str, sequence: bool, optional: bool) -> Any:
+        if not sequence:
+            return convert(value, name, optional)
+        if isinstance(value, np.ndarray):
+            return value
+        if not isinstance(value, (list, tuple)):
+            raise DTypeError(f"{stage}: {name} must be a list or tuple of ndarrays, got {type(value).__name__}")
+        return [convert(v, f"{name}[{j}]", False) for j, v in enumerate(value)]
+
+    positions = tuple(i for i, _, sequence, _ in checked if not sequence and i < len(params))
+    plain = len(positions) == len(checked)  # no sequence arguments: the fast path below decides alone
+    ndarray = np.ndarray
+
+    @functools.wraps(fn)
+    def with_arrays(*args: Any, **kwargs: Any) -> Any:
+        if plain and not kwargs and len(args) > positions[-1]:
+            for i in positions:
+                if type(args[i]) is not ndarray:
+                    break
+            else:  # the common case: every array argument passed by position, an ndarray
+                return fn(*args)
+        args_list = list(args)
+        for i, name, sequence, optional in checked:
+            if i < len(args_list):
+                args_list[i] = arg(args_list[i], name, sequence, optional)
+            elif name in kwargs:
+                kwargs[name] = arg(kwargs[name], name, sequence, optional)
+        return fn(*args_list, **kwargs)
+
+    return with_arrays  # type: ignore[return-value]
+
+
+def wrap_stages(namespace: dict[str, Any], names: list[str]) -> None:
+    """Apply ``stage_arrays`` to every stage function ``names`` lists in ``namespace`` (a module's globals)."""
+    for name in names:
+        fn = namespace[name]
+        if inspect.isfunction(fn) and any(
+            "ndarray" in str(p.annotation) for p in inspect.signature(fn).parameters.values()
+        ):
+            namespace[name] = stage_arrays(fn)

@@ -11,13 +11,21 @@ scale, so the defaults (atol = 1e-8, rtol = 1e-6) reject a gradient scaled by 1.
 
 A check that cannot fail is refused (ConfigError) rather than passed: an input with no elements,
 rtol >= 1e-4, and an atol so wide that, for the largest gradient compared, a gradient off by
-0.01% (x 1.0001) or with its sign flipped would pass.
+0.01% (x 1.0001) or with its sign flipped would pass. So is a check whose numerical gradient
+cannot be trusted: a forward output holding NaN or inf, and an eps below ``MIN_EPS`` times the
+largest magnitude perturbed (at least ``MIN_EPS``). Rounding x + eps in float64 errs by up to
+1.1e-16 |x|, an error of 1.1e-16 |x| / eps in the step: at eps = 1e-10 |x| that is about 1e-6 of
+the gradient, 100 times below the 1e-4 a check must detect; with a smaller eps the round-off
+swamps the gradient (at eps = 1e-30 every difference rounds to zero).
+
+The backward is given a copy of G: a backward that edits its upstream gradient in place after
+using it changes nothing the check reads.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +40,9 @@ __all__ = ["DETECTS", "GradcheckReport", "TensorCheck", "gradcheck", "gradcheck_
 
 DETECTS = 1e-4
 """Every check must be able to fail a gradient off by this relative amount (x 1.0001)."""
+
+MIN_EPS = 1e-10
+"""The smallest eps, relative to the largest magnitude perturbed (and absolute below magnitude 1)."""
 
 
 @dataclass
@@ -193,6 +204,29 @@ def _check_settings(
         check_bool(value, name)
 
 
+def _check_eps(eps: float, perturbed: Sequence[np.ndarray]) -> None:
+    """Refuse an eps too small for float64 at the magnitudes it perturbs (see the module docstring)."""
+    largest = max((float(np.max(np.abs(a), initial=0.0)) for a in perturbed), default=0.0)
+    smallest = MIN_EPS * max(1.0, largest)
+    if eps < smallest:
+        raise ConfigError(
+            f"eps={eps:g} is too small for float64 at these magnitudes (the largest is {largest:.3g}): rounding "
+            f"x + eps errs by up to 1.1e-16 |x|, which swamps the numerical gradient; use eps >= {smallest:.2g} "
+            f"({MIN_EPS:g} times the largest magnitude, at least {MIN_EPS:g})"
+        )
+
+
+def _check_output(out: Any, who: str) -> None:
+    """Refuse a forward output holding NaN or inf: no numerical gradient can be taken through it."""
+    arr = np.asarray(out)
+    if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
+        bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+        raise ConfigError(
+            f"{who}: the forward output is not finite ({bad} of {arr.size} entries are NaN or inf), "
+            "so no gradient can be compared; check the forward first"
+        )
+
+
 def _check_can_fail(report: GradcheckReport) -> None:
     """Refuse a report whose checks could not have failed: for the largest gradient compared, atol
     and rtol would let a gradient off by 0.01% (x 1.0001), or one with its sign flipped, pass."""
@@ -250,8 +284,9 @@ def gradcheck(
     Raises:
         GradcheckError: a tensor failed and ``raise_exception`` is True (names the tensor, the
             index, the numerical and the analytical value).
-        ConfigError: the module has no parameters; ``x`` has no elements or holds NaN or inf;
-            eps <= 0, atol or rtol < 0, rtol >= 1e-4, n_directions < 1, a negative seed, a flag
+        ConfigError: the module has no parameters or no backward; ``x`` has no elements or holds
+            NaN or inf; the forward output holds NaN or inf; eps <= 0 or below ``MIN_EPS`` times the
+            largest magnitude perturbed; atol or rtol < 0, rtol >= 1e-4, n_directions < 1, a negative seed, a flag
             that is not a bool; an atol so wide, or gradients so small, that the check could not
             fail (see the module docstring).
         DTypeError: ``x`` is not floating point (integers are refused unless ``check_input=False``).
@@ -282,10 +317,15 @@ def gradcheck(
     x64 = np.array(x) if ids else np.array(x_arr, dtype=np.float64)
     rng = np.random.default_rng(seed)
 
+    _check_eps(eps, [p.data for p in model.parameters()] + ([x64] if check_input else []))
     model.zero_grad()
     out = np.asarray(model(x64))
+    _check_output(out, "gradcheck")
     G = rng.standard_normal(out.shape)
-    dx = model.backward(G)
+    try:
+        dx = model.backward(G.copy())  # a copy: a backward that edits its grad_output must not change G
+    except NotImplementedError as exc:
+        raise ConfigError(f"gradcheck needs a module with a backward: {exc}") from None
 
     def loss() -> float:
         return float(np.sum(np.asarray(model(x64)) * G))
@@ -331,7 +371,8 @@ def gradcheck_stage(
         GradcheckError: a tensor failed and ``raise_exception`` is True; ``forward`` did not return
             ``(out, cache)`` or ``backward`` not one gradient per input.
         ConfigError: ``forward``/``backward`` not callable; ``inputs`` not a non-empty list or
-            tuple; an input or an output with no elements; the settings ``gradcheck`` refuses.
+            tuple; ``kwargs`` not a dict; an input or an output with no elements; a forward output
+            holding NaN or inf; the settings ``gradcheck`` refuses.
     """
     _check_settings(eps, atol, rtol, n_directions, seed, raise_exception=raise_exception, fast_mode=fast_mode)
     for role, fn in (("forward", forward), ("backward", backward)):
@@ -340,7 +381,14 @@ def gradcheck_stage(
     if not isinstance(inputs, (list, tuple)) or not inputs:
         what = f"{len(inputs)} inputs" if isinstance(inputs, (list, tuple)) else type(inputs).__name__
         raise ConfigError(f"gradcheck_stage: inputs must be a non-empty list or tuple of arrays, got {what}")
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise ConfigError(
+            f"gradcheck_stage: kwargs must be a dict of forward's keyword arguments (or None), "
+            f"got {type(kwargs).__name__}"
+        )
     kwargs = dict(kwargs or {})
+    if not all(isinstance(k, str) for k in kwargs):
+        raise ConfigError(f"gradcheck_stage: kwargs' keys must be argument names (str), got {list(kwargs)!r}")
     arrays = [np.array(as_array(a, f"inputs[{i}]"), dtype=np.float64) for i, a in enumerate(inputs)]
     names = list(names) if names is not None else [f"input{i}" for i in range(len(arrays))]
     if len(names) != len(arrays):
@@ -357,6 +405,7 @@ def gradcheck_stage(
             f"gradcheck_stage needs finite inputs: {', '.join(nonfinite)} holds NaN or inf, "
             "so no gradient can be compared"
         )
+    _check_eps(eps, arrays)
     rng = np.random.default_rng(seed)
     result = forward(*arrays, **kwargs)
     if not isinstance(result, tuple) or len(result) != 2:
@@ -367,8 +416,9 @@ def gradcheck_stage(
             f"gradcheck_stage: forward returned an output with no elements (shape {np.shape(out)}): "
             "L = sum(out * G) is always 0, so no wrong gradient could fail the check"
         )
+    _check_output(out, "gradcheck_stage")
     G = rng.standard_normal(np.shape(out))
-    grads = backward(G, cache)
+    grads = backward(G.copy(), cache)  # a copy: a backward that edits its d_out must not change G
     if not isinstance(grads, (list, tuple)) or len(grads) != len(arrays):
         got = f"{len(grads)} gradients" if isinstance(grads, (list, tuple)) else type(grads).__name__
         raise GradcheckError(f"backward returned {got} for {len(arrays)} inputs (expected one gradient per input)")

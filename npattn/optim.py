@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,7 @@ import numpy as np
 from npattn._checks import as_array
 from npattn.errors import ConfigError, DTypeError, ShapeError, StateDictError
 from npattn.nn.module import Parameter
+from npattn.nn.parameter import zero_grads
 from npattn.optim_checks import (
     adam_settings,
     as_list,
@@ -35,7 +36,9 @@ from npattn.optim_checks import (
     check_buffer_shapes,
     check_buffer_values,
     check_grad,
+    check_torch_switches,
     sgd_settings,
+    step_count,
 )
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
@@ -54,6 +57,7 @@ class Optimizer:
     """
 
     buffers: tuple[str, ...] = ()  # the names a parameter's state may hold
+    switches: tuple[str, ...] = ()  # PyTorch's implementation switches a group may list (no-op values only)
 
     def __init__(self, params: ParamsLike, defaults: dict[str, Any]) -> None:
         self.defaults = self._check_settings(defaults, "")
@@ -85,6 +89,13 @@ class Optimizer:
             raise ConfigError(
                 f"{where}expected a dict such as {{'params': [...], 'lr': 0.01}}, got {type(group).__name__}"
             )
+        switches = {k: group[k] for k in self.switches if k in group}
+        if switches:  # PyTorch's implementation switches, as torch's own state_dict() lists them
+            try:
+                self._check_switches(switches)
+            except ConfigError as exc:
+                raise ConfigError(f"{where}{exc}") from None
+            group = {k: v for k, v in group.items() if k not in switches}
         if not group.keys() <= {"params", *self.defaults}:
             unknown = sorted(str(k) for k in group if k != "params" and k not in self.defaults)
             raise ConfigError(
@@ -93,6 +104,9 @@ class Optimizer:
             )
         settings = {**self.defaults, **{k: v for k, v in group.items() if k != "params"}}
         return self._check_settings(settings, where)
+
+    def _check_switches(self, switches: dict[str, Any]) -> None:
+        check_torch_switches(type(self).__name__, **switches)
 
     def _check_params(self, params: Any, where: str, others: Iterable[Parameter] = ()) -> list[Parameter]:
         name = type(self).__name__
@@ -133,27 +147,40 @@ class Optimizer:
         params = self._check_params(group["params"], where, others)
         self.param_groups.append({**settings, "params": params})
 
-    def zero_grad(self) -> None:
-        """Set every parameter's ``.grad`` to zeros, in place (a ``.grad`` that is None stays None)."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue  # frozen (requires_grad=False) or set to None: step() skips it too
-                if not isinstance(p.grad, np.ndarray) or p.grad.shape != p.shape:
-                    p.grad = np.zeros_like(p.data)
-                else:
-                    p.grad[...] = 0
+    def zero_grad(self, set_to_none: bool = False) -> None:
+        """Set every parameter's ``.grad`` to zeros, in place (a ``.grad`` that is None stays None:
+        frozen, or set to None; step() skips it too), as ``Module.zero_grad`` does.
 
-    def step(self) -> None:
+        ``set_to_none=True`` (PyTorch's keyword and default) sets every ``.grad`` to None instead:
+        ``step()`` skips such parameters until a backward gives them a gradient again (backward
+        starts a None ``.grad`` from zeros). npattn's default stays False: zeros, in place.
+
+        Raises:
+            ConfigError: set_to_none not a bool.
+        """
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter from its current ``.grad`` (a ``.grad`` of None is skipped).
 
+        ``closure``, as in PyTorch, is called once before the update (it recomputes the loss and
+        the grads) and its return value is returned; without it ``step()`` returns None.
         Everything is checked first, so a failed step changes nothing.
 
         Raises:
-            ConfigError: a setting in ``param_groups`` out of range, a Parameter listed twice.
+            ConfigError: a closure that is not callable; a setting in ``param_groups`` out of range,
+                a Parameter listed twice.
             ShapeError, DTypeError: a ``.grad`` or optimizer buffer that does not fit its
                 parameter, or a read-only ``.data``.
         """
+        loss = None
+        if closure is not None:
+            if not callable(closure):
+                raise ConfigError(
+                    "step(closure): expected a function that recomputes and returns the loss, "
+                    f"got {type(closure).__name__}"
+                )
+            loss = closure()
         work = []
         others: list[Parameter] = []
         for i, group in enumerate(self.param_groups):
@@ -170,6 +197,7 @@ class Optimizer:
                 work.append((p, grad, settings))
         for p, grad, settings in work:
             self._update(p, grad, settings, self.state.setdefault(p, {}))
+        return loss
 
     def _check_buffers(
         self, buffers: Any, p: Parameter, settings: Mapping[str, Any], what: Any, error: type[Exception]
@@ -236,8 +264,12 @@ class Optimizer:
                     f"this optimizer has {len(group['params'])}"
                 )
             for k, p in zip(saved["params"], group["params"]):
-                if isinstance(k, bool) or not isinstance(k, numbers.Integral) or int(k) in by_index:
-                    raise StateDictError(f"{where}parameter indices must be distinct integers, got {saved['params']!r}")
+                if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+                    shape = getattr(k, "shape", None)  # a Parameter or array: its shape, never its values
+                    got = f"{type(k).__name__} of shape {tuple(shape)}" if shape is not None else f"{k!r:.60}"
+                    raise StateDictError(f"{where}'params' must list int indices (as state_dict() writes), got {got}")
+                if int(k) in by_index:
+                    raise StateDictError(f"{where}parameter index {int(k)} is listed twice; indices must be distinct")
                 by_index[int(k)] = p
         new_state: dict[Parameter, dict[str, Any]] = {}
         for key, buffers in saved_state.items():
@@ -253,7 +285,7 @@ class Optimizer:
             converted = {}
             for name, value in buffers.items():
                 if name == "step" or value is None:
-                    converted[name] = value
+                    converted[name] = step_count(value) if name == "step" else value
                     continue
                 try:
                     arr = as_array(value, f"{what}: {name!r}", param.dtype)
@@ -262,8 +294,6 @@ class Optimizer:
                 converted[name] = np.array(arr, copy=True)
             self._check_buffers(converted, param, group_settings, what, StateDictError)
             check_buffer_values(converted, what)
-            if "step" in converted:
-                converted["step"] = int(converted["step"])
             new_state[param] = converted
         for group, settings in zip(self.param_groups, new_settings):
             group.update(settings)
@@ -279,11 +309,12 @@ class Optimizer:
 
 class SGD(Optimizer):
     """``torch.optim.SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
-    *, maximize=False)``.
+    *, maximize=False, foreach=None, differentiable=False, fused=None)``; the implementation
+    switches (foreach, differentiable, fused) are accepted at values that change nothing.
 
     Raises:
         ConfigError: a negative lr, momentum or weight_decay; nesterov without momentum or with
-            dampening; no parameters.
+            dampening; no parameters; foreach=True, fused=True or differentiable=True.
     """
 
     def __init__(
@@ -296,11 +327,16 @@ class SGD(Optimizer):
         nesterov: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
+        check_torch_switches("SGD", foreach=foreach, differentiable=differentiable, fused=fused)
         settings = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
         super().__init__(params, {**settings, "nesterov": nesterov, "maximize": maximize})
 
     buffers = ("momentum_buffer",)
+    switches = ("foreach", "differentiable", "fused")
 
     def _check_settings(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
         return sgd_settings(settings, where)
@@ -326,10 +362,14 @@ class SGD(Optimizer):
 
 class Adam(Optimizer):
     """``torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-    amsgrad=False, *, maximize=False)``; weight decay is L2 (added to the gradient).
+    amsgrad=False, *, maximize=False, foreach=None, capturable=False, differentiable=False,
+    fused=None, decoupled_weight_decay=False)``; weight decay is L2 (added to the gradient). The
+    implementation switches are accepted at values that change nothing.
 
     Raises:
-        ConfigError: a negative lr, eps or weight_decay; betas outside [0, 1); no parameters.
+        ConfigError: a negative lr, eps or weight_decay; betas outside [0, 1); no parameters;
+            foreach=True, fused=True, capturable=True, differentiable=True, or
+            decoupled_weight_decay=True (use AdamW).
     """
 
     decoupled_weight_decay = False
@@ -344,11 +384,28 @@ class Adam(Optimizer):
         amsgrad: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
+        decoupled_weight_decay: bool = False,
     ) -> None:
+        switches = dict(foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused)
+        if not self.decoupled_weight_decay:  # AdamW is Adam with it set; torch's AdamW has no such argument
+            switches["decoupled_weight_decay"] = decoupled_weight_decay
+        check_torch_switches(type(self).__name__, **switches)
         settings = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
         super().__init__(params, {**settings, "maximize": maximize})
 
     buffers = ("step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+    switches = ("foreach", "capturable", "differentiable", "fused", "decoupled_weight_decay")
+
+    def _check_switches(self, switches: dict[str, Any]) -> None:
+        if self.decoupled_weight_decay and "decoupled_weight_decay" in switches:  # what AdamW is
+            switches = dict(switches)
+            if switches.pop("decoupled_weight_decay") is not True:
+                raise ConfigError("AdamW: decoupled_weight_decay must be True (AdamW is Adam with it set)")
+        super()._check_switches(switches)
 
     def _check_settings(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
         return adam_settings(settings, where)
@@ -407,8 +464,9 @@ class Adam(Optimizer):
 
 class AdamW(Adam):
     """``torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-    amsgrad=False, *, maximize=False)``: Adam with decoupled weight decay (the weights shrink by
-    ``lr * weight_decay`` before the Adam step).
+    amsgrad=False, *, maximize=False, foreach=None, capturable=False, differentiable=False,
+    fused=None)``: Adam with decoupled weight decay (the weights shrink by ``lr * weight_decay``
+    before the Adam step).
 
     Raises:
         ConfigError: as Adam.
@@ -426,5 +484,12 @@ class AdamW(Adam):
         amsgrad: bool = False,
         *,
         maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize)
+        super().__init__(
+            params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
+            capturable=capturable, differentiable=differentiable, fused=fused,
+        )  # fmt: skip

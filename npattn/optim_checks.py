@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool
+from npattn._checks import as_array, check_bool, from_tensor
 from npattn.errors import ConfigError, ShapeError, StateDictError
 from npattn.nn.module import Parameter
 
@@ -27,14 +27,29 @@ __all__ = [
     "check_buffer_shapes",
     "check_buffer_values",
     "check_grad",
+    "check_torch_switches",
     "name_of",
     "sgd_settings",
+    "step_count",
 ]
+
+
+def _number(value: Any) -> Any:
+    """A 0-d array, NumPy scalar or 0-d torch tensor as the Python number it holds (torch
+    takes a tensor learning rate); anything else unchanged, for the caller's check to describe."""
+    value = from_tensor(value)
+    if isinstance(value, (np.ndarray, np.generic)) and value.ndim == 0 and value.dtype.kind in "iuf":
+        return value.item()
+    return value
 
 
 def _nonnegative(value: Any, name: str) -> float:
     if type(value) is float and 0.0 <= value < math.inf:  # the common case, without the ABC checks below
         return value
+    value = _number(value)
+    if isinstance(value, np.ndarray):
+        got = f"an array of shape {value.shape} and dtype {value.dtype}"
+        raise ConfigError(f"Invalid {name}: expected a finite number >= 0, got {got}")
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
         raise ConfigError(f"Invalid {name}: expected a finite number >= 0, got {value!r}")
     if value < 0:
@@ -49,6 +64,7 @@ def _betas(betas: Any) -> tuple[float, float]:
         beta1, beta2 = betas
     except (TypeError, ValueError):
         raise ConfigError(f"Invalid betas: expected a pair (beta1, beta2), got {betas!r}") from None
+    beta1, beta2 = _number(beta1), _number(beta2)
     for i, beta in enumerate((beta1, beta2)):
         if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not 0.0 <= float(beta) < 1.0:
             raise ConfigError(f"Invalid beta parameter at index {i}: {beta!r} (must lie in [0, 1))")
@@ -147,6 +163,11 @@ def check_adam_buffers(
     if not buffers:
         return
     wanted = names if amsgrad else names[:3]
+    if amsgrad and buffers.keys() == frozenset(names[:3]):
+        raise error(
+            f"{name_of(what)}: amsgrad=True, but its state has no 'max_exp_avg_sq': amsgrad was switched on "
+            "after steps were taken without it (set it when the optimizer is built, or start a new optimizer)"
+        )
     if len(buffers) != len(wanted) or not buffers.keys() <= frozenset(wanted):
         raise error(
             f"{name_of(what)}: expected the buffers {sorted(wanted)} (amsgrad={amsgrad}), got {sorted(buffers)}"
@@ -156,6 +177,18 @@ def check_adam_buffers(
         raise error(f"{name_of(what)}: 'step' must be an integer >= 1 (the number of updates so far), got {step!r}")
 
 
+def step_count(value: Any) -> Any:
+    """A saved step count as an int: PyTorch saves it as a float tensor (``tensor(3.)``), a loaded
+    checkpoint may hold a NumPy integer; a value that is no whole number is returned unchanged for
+    ``check_adam_buffers`` to refuse."""
+    value = _number(value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
 def check_buffer_values(buffers: Mapping[str, Any], what: str) -> None:
     """Finite buffers, and non-negative running means of squares (else NaN weights at the next step)."""
     for name, value in buffers.items():
@@ -163,3 +196,26 @@ def check_buffer_values(buffers: Mapping[str, Any], what: str) -> None:
             raise StateDictError(f"{what}: {name!r} holds NaN or inf")
         if name in ("exp_avg_sq", "max_exp_avg_sq") and (value < 0).any():
             raise StateDictError(f"{what}: {name!r} holds negative values (a running mean of squares is >= 0)")
+
+
+_SWITCHES = {
+    "foreach": ((None, False), "npattn updates one parameter at a time, which is PyTorch's foreach=False"),
+    "fused": ((None, False), "npattn has no fused kernel"),
+    "capturable": ((False,), "there are no CUDA graphs to capture on the CPU"),
+    "differentiable": ((False,), "npattn does not differentiate through the optimizer step"),
+    "decoupled_weight_decay": ((False,), "use AdamW, which is Adam with decoupled weight decay"),
+}
+
+
+def check_torch_switches(owner: str, **switches: Any) -> None:
+    """PyTorch's implementation switches, accepted at values that change nothing in npattn (their
+    defaults; foreach and fused also False, npattn's own way of updating) and refused otherwise.
+
+    Raises:
+        ConfigError: naming the switch, the value and why npattn cannot honour it.
+    """
+    for name, value in switches.items():
+        allowed, why = _SWITCHES[name]
+        if not any(value is a for a in allowed):
+            shown = " or ".join(map(repr, allowed))
+            raise ConfigError(f"{owner}: {name}={value!r} is not supported ({why}); leave it at {shown}")

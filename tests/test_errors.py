@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 import pytest
 from attention_cases import ATTENTION_CASES, AttentionCase
+from debug_tool_bad_inputs import debug_tool_bad_inputs
+from stage_bad_inputs import stage_bad_inputs
 from training_bad_inputs import training_bad_inputs
 
 import npattn
@@ -607,6 +609,20 @@ def library_bad_inputs() -> list[BadInput]:
     ]}  # fmt: skip
     rows += [
         (
+            "F.context_forward(attn_weights, values)",
+            "a nested list (was an AttributeError)",
+            lambda: F.context_forward([[1.0, 0.0]], np.ones((2, 2))),
+            npattn.DTypeError,
+            "context_forward: attn_weights must be a NumPy ndarray, got list; convert it with np.asarray(attn_weights)",
+        ),
+        (
+            "F.layer_norm_backward(d_out, cache)",
+            "None as the gradient (was an AttributeError)",
+            lambda: F.layer_norm_backward(None, ()),
+            npattn.DTypeError,
+            "layer_norm_backward: d_out must be a NumPy ndarray, got NoneType",
+        ),
+        (
             "F.project_forward(x, W)",
             "x's last dim is not W's first",
             lambda: F.project_forward(q, np.ones((4, 2))),
@@ -724,18 +740,18 @@ def library_bad_inputs() -> list[BadInput]:
         ("project", "gradient of another shape", (4, 3), "expected a gradient of shape (4, 2)"),
         ("bias", "gradient of another shape", (4, 2), "expected a gradient of shape (4, 3)"),
         ("scores", "gradient that would broadcast", (1, 5), "expected a gradient of shape (4, 5)"),
-        ("mask", "gradient of another shape", (4, 5), "got d_masked (4, 5), mask (4, 4)"),
+        ("mask", "gradient of another shape", (4, 5), "expected a gradient of shape (4, 4)"),
         (
             "softmax",
             "gradient that would broadcast (was silently wrong)",
             (4, 1),
             "expected a gradient of shape (4, 5)",
         ),
-        ("dropout", "gradient of another shape", (4, 4), "got d_out (4, 4), keep (4, 5)"),
+        ("dropout", "gradient of another shape", (4, 4), "expected a gradient of shape (4, 5)"),
         ("context", "gradient of another shape", (4, 3), "expected a gradient of shape (4, 2)"),
-        ("split_heads", "gradient of another shape", (2, 4, 6), "h * hd = 6"),
+        ("split_heads", "gradient of another shape", (2, 4, 6), "expected a gradient of shape (2, 2, 4, 3)"),
         ("merge_heads", "gradient of another shape", (2, 4, 8), "expected a gradient of shape (2, 4, 6)"),
-        ("concat", "gradient of another width", (4, 4), "5 wide"),
+        ("concat", "gradient of another width", (4, 4), "expected a gradient of shape (4, 5)"),
     ]
     for stage, what, shape, fragment in backward_rows:
         backward = getattr(F, f"{stage}_backward")
@@ -1138,7 +1154,7 @@ def reliability_bad_inputs() -> list[BadInput]:
             "a cache that attention() did not return",
             lambda: npattn.kernels.attention_backward(ones, None),  # type: ignore[arg-type]
             npattn.ConfigError,
-            "cache must be what attention() returned, got NoneType",
+            "cache must be the cache kernels.attention returned, got NoneType",
         ),
         (
             "kernels.fused.fused_forward(q, k, v)",
@@ -1211,8 +1227,38 @@ def reliability_bad_inputs() -> list[BadInput]:
             npattn.ConfigError,
             "idx: an empty prompt (shape (1, 0)) has no last token to continue from",
         ),
+        (
+            "CausalAttention(d_in, d_out, context_length, dropout)",
+            "context_length=10**12 (was NumPy's 'array is too big'; on a machine with 16 GiB)",
+            _on_16_gib(lambda: npattn.CausalAttention(3, 2, 10**12, 0.0)),
+            npattn.ConfigError,
+            "context_length=1000000000000: the causal mask (shape (1000000000000, 1000000000000), bool) would need",
+        ),
+        (
+            "GPTModel(cfg)",
+            "n_layers=10**9 (was building blocks until memory ran out; on a machine with 16 GiB)",
+            _on_16_gib(lambda: npattn.GPTModel({**npattn.GPT_CONFIG_124M, "n_layers": 10**9})),
+            npattn.ConfigError,
+            "more than this machine's memory (16.0 GiB)",
+        ),
     ]
     return [BadInput(*row) for row in rows]
+
+
+def _on_16_gib(call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` run as if this machine had 16 GiB of memory (so the messages do not depend on it)."""
+
+    def run() -> Any:
+        import npattn._checks as checks
+
+        real = checks.physical_memory
+        checks.physical_memory = lambda: 16 * 2**30
+        try:
+            return call()
+        finally:
+            checks.physical_memory = real
+
+    return run
 
 
 def debug_bad_inputs() -> list[BadInput]:
@@ -1229,7 +1275,21 @@ def debug_bad_inputs() -> list[BadInput]:
     def user() -> Any:
         return attention_from_module(learners, "attention")
 
+    def ragged(x: Any, W_query: Any, W_key: Any, W_value: Any) -> Any:
+        return [[1.0, 2.0], [1.0]]
+
+    module = type(sys)("ragged_user")
+    module.ragged = ragged
+
     rows = [
+        (
+            "check_attention(attention)",
+            "user code returning a ragged list (was reported as the user's code raising, in npattn's own conversion)",
+            lambda: check_attention(attention_from_module(module, "ragged")),
+            npattn.DTypeError,
+            "ragged returned a list, which npattn cannot read as an array (ValueError: setting an array element "
+            "with a sequence.",
+        ),
         (
             "check_attention(attention)",
             "neither a spec nor a UserAttention",
@@ -1280,6 +1340,7 @@ def debug_bad_inputs() -> list[BadInput]:
             "grad_output: expected a real array of the output's shape (6, 2), got shape (6, 3)",
         ),
     ]
+    rows += debug_tool_bad_inputs(_on_16_gib)  # tests/debug_tool_bad_inputs.py
     return [BadInput(*row) for row in rows]
 
 
@@ -1295,6 +1356,7 @@ BAD_INPUTS = (
     + reliability_bad_inputs()
     + training_rows()
     + debug_bad_inputs()
+    + [BadInput(*row) for row in stage_bad_inputs()]
 )
 
 
@@ -1327,6 +1389,7 @@ def table_rows() -> list[str]:
     rows = []
     rows_in_docs = attention_bad_inputs(ATTENTION_CASES[0]) + library_bad_inputs() + chapter3_bad_inputs()
     rows_in_docs += reliability_bad_inputs() + training_rows() + debug_bad_inputs()
+    rows_in_docs += [BadInput(*row) for row in stage_bad_inputs()]
     for row in rows_in_docs:
         message = _message(row)
         rows.append(f"| `{cell(row.entry)}` | {cell(row.what)} | `{row.error.__name__}` | {cell(message)} |")

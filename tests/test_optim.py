@@ -464,7 +464,7 @@ BAD_STATE = [
     (lambda s: s["state"][0]["exp_avg_sq"].__setitem__((0, 0), -1.0), "'exp_avg_sq' holds negative values"),
     (lambda s: s["state"][0].update(exp_avg=np.array([["a"] * 2] * 3)), "expected a real numeric array"),
     (lambda s: s["state"].update(x=s["state"].pop(0)), "state for parameter index 'x'"),
-    (lambda s: s["param_groups"][0].update(params=[0, 0, 1]), "distinct integers"),
+    (lambda s: s["param_groups"][0].update(params=[0, 0, 1]), "parameter index 0 is listed twice"),
     (lambda s: s["param_groups"][0].pop("lr"), "lacks the setting(s) 'lr'"),
     (lambda s: s["param_groups"][0].update(amsgrad=True), "amsgrad=True"),
     (lambda s: s.update(param_groups=5), "needs 'state' and 'param_groups'"),
@@ -484,3 +484,185 @@ def test_load_state_dict_checks_buffers_before_changing_anything(edit, message):
     with pytest.raises(npattn.StateDictError, match=re.escape(message)):
         opt.load_state_dict(state)
     _assert_unchanged(model, opt, before)
+
+
+# ----------------------------------------------------------------------------------------------
+# PyTorch's implementation switches: accepted where they change nothing, refused clearly otherwise.
+
+SWITCHES = {
+    SGD: {"foreach": None, "differentiable": False, "fused": None},
+    Adam: {
+        "foreach": None,
+        "capturable": False,
+        "differentiable": False,
+        "fused": None,
+        "decoupled_weight_decay": False,
+    },
+    AdamW: {"foreach": None, "capturable": False, "differentiable": False, "fused": None},
+}
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_pytorchs_switches_at_their_defaults_change_nothing(cls):
+    problems, _, params = setup(np.random.default_rng(0))
+    plain = run(cls(params, lr=0.01), params, problems)
+    problems, _, params = setup(np.random.default_rng(0))
+    switched = run(cls(params, lr=0.01, **SWITCHES[cls], maximize=False), params, problems)
+    for a, b in zip(plain, switched):
+        np.testing.assert_array_equal(a, b)
+    cls(params, lr=0.01, foreach=False, fused=False)  # npattn's own way: one parameter at a time, unfused
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+@pytest.mark.parametrize("name", ["foreach", "fused", "capturable", "differentiable", "decoupled_weight_decay"])
+def test_pytorchs_switches_that_would_change_something_are_refused(cls, name):
+    params = [npattn.Parameter(np.zeros(2))]
+    if name not in SWITCHES[cls]:
+        with pytest.raises(TypeError, match="unexpected keyword"):  # PyTorch's class has no such argument either
+            cls(params, **{name: False})
+        return
+    with pytest.raises(npattn.ConfigError, match=rf"{cls.__name__}: {name}=True is not supported \(.*\); leave it at"):
+        cls(params, **{name: True})
+    with pytest.raises(npattn.ConfigError, match=rf"{name}='no' is not supported"):
+        cls(params, **{name: "no"})
+
+
+@pytest.mark.parametrize("cls", ["SGD", "Adam", "AdamW"])
+def test_the_same_switches_as_pytorch(cls):
+    torch = pytest.importorskip("torch")
+    import inspect
+
+    ours = inspect.signature(getattr(npattn.optim, cls)).parameters
+    theirs = inspect.signature(getattr(torch.optim, cls)).parameters
+    assert set(ours) == set(theirs), set(ours) ^ set(theirs)
+    for name, p in theirs.items():
+        if name in ("params", "lr", "weight_decay"):
+            continue
+        assert ours[name].default == p.default, name
+
+
+# ----------------------------------------------------------------------------------------------
+# PyTorch habits: step(closure), torch's own state dicts, tensor and 0-d array settings.
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_step_takes_a_closure_like_pytorch(cls):
+    p = npattn.Parameter(np.array([1.0, -2.0]))
+    opt, calls = cls([p], lr=0.1), []
+
+    def closure():
+        calls.append(p.data.copy())  # called once, before the update
+        p.grad = 2 * p.data
+        return float(p.data @ p.data)
+
+    assert opt.step(closure) == 5.0
+    assert len(calls) == 1 and np.array_equal(calls[0], [1.0, -2.0]) and not np.array_equal(p.data, calls[0])
+    assert opt.step() is None
+    with pytest.raises(npattn.ConfigError, match=r"step\(closure\): expected a function .* got str"):
+        opt.step("loss")
+
+
+def _torch_layout(opt):
+    """``opt.state_dict()`` as torch.optim writes it: every switch listed, step counts as floats."""
+    sd = opt.state_dict()
+    adam = isinstance(opt, Adam)
+    extra = {"foreach": None, "differentiable": False, "fused": None}
+    if adam:
+        extra.update(capturable=False, decoupled_weight_decay=isinstance(opt, AdamW))
+    for g in sd["param_groups"]:
+        g.update(extra)
+    for s in sd["state"].values():
+        if "step" in s:
+            s["step"] = np.float32(s["step"])
+    return sd
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_a_state_dict_in_torchs_layout_loads(cls):
+    problems, _, params = setup(np.random.default_rng(0))
+    opt = cls(params, lr=0.01, **({"momentum": 0.9} if cls is SGD else {}))
+    run(opt, params, problems)
+    sd = _torch_layout(opt)
+    again = cls(params, lr=0.5)
+    again.load_state_dict(sd)
+    for a, b in zip(again.state_dict()["state"].values(), opt.state_dict()["state"].values()):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert again.param_groups[0]["lr"] == 0.01
+    bad = copy.deepcopy(sd)
+    bad["param_groups"][0]["differentiable"] = True
+    with pytest.raises(npattn.StateDictError, match=r"parameter group 0: .*differentiable=True is not supported"):
+        cls(params).load_state_dict(bad)
+    if cls is not SGD:  # Adam's state dict says False, AdamW's True: each refuses the other's
+        bad = copy.deepcopy(sd)
+        bad["param_groups"][0]["decoupled_weight_decay"] = cls is Adam
+        with pytest.raises(npattn.StateDictError, match="decoupled_weight_decay"):
+            cls(params).load_state_dict(bad)
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize(
+    "name,config",
+    [("SGD", {"lr": 0.1, "momentum": 0.9}), ("Adam", {"lr": 0.01, "amsgrad": True}), ("AdamW", {"lr": 0.01})],
+)
+def test_torchs_own_state_dict_continues_like_torch(rng, name, config):
+    torch = pytest.importorskip("torch")
+    problems, start, params = setup(rng)
+    tparams = [torch.tensor(s.copy(), dtype=torch.float64, requires_grad=True) for s in start]
+    topt = getattr(torch.optim, name)(tparams, **config)
+
+    def torch_step(step):
+        for tp, g in zip(tparams, grads_of([tp.detach().numpy() for tp in tparams], problems, step)):
+            tp.grad = torch.from_numpy(g.copy())
+        topt.step()
+
+    for step in range(3):
+        torch_step(step)
+    for p, tp in zip(params, tparams):
+        p.data[...] = tp.detach().numpy()
+    opt = getattr(npattn.optim, name)(params)
+    opt.load_state_dict(topt.state_dict())
+    for step in range(3, 6):
+        torch_step(step)
+        for p, g in zip(params, grads_of([p.data for p in params], problems, step)):
+            p.grad = g
+        opt.step()
+    for p, tp in zip(params, tparams):
+        np.testing.assert_allclose(p.data, tp.detach().numpy(), rtol=0, atol=ATOL)
+
+
+def test_a_0d_array_or_tensor_is_a_number():
+    p = npattn.Parameter(np.zeros(2))
+    opt = Adam([p], lr=np.array(0.05), betas=(np.array(0.8), 0.9), eps=np.float32(1e-6))
+    assert opt.param_groups[0]["lr"] == 0.05 and type(opt.param_groups[0]["lr"]) is float
+    assert opt.param_groups[0]["betas"] == (0.8, 0.9)
+    with pytest.raises(npattn.ConfigError, match=r"got an array of shape \(2,\) and dtype float64"):
+        SGD([p], lr=np.array([0.1, 0.2]))
+    with pytest.raises(npattn.ConfigError, match=r"got an array of shape \(\) and dtype bool"):
+        SGD([p], lr=np.array(True))
+    torch = pytest.importorskip("torch")
+    assert SGD([p], lr=torch.tensor(0.25)).param_groups[0]["lr"] == 0.25
+
+
+def test_parameters_in_a_state_dicts_params_are_named_by_shape():
+    model = _model()
+    opt = Adam(model.parameters())
+    sd = opt.state_dict()
+    sd["param_groups"][0]["params"] = list(model.parameters())
+    with pytest.raises(npattn.StateDictError) as info:
+        opt.load_state_dict(sd)
+    assert str(info.value) == (
+        "parameter group 0: 'params' must list int indices (as state_dict() writes), got Parameter of shape (3, 2)"
+    )
+    sd["param_groups"][0]["params"] = [0, 0, 1]
+    with pytest.raises(npattn.StateDictError, match="parameter index 0 is listed twice"):
+        opt.load_state_dict(sd)
+
+
+def test_amsgrad_switched_on_mid_run_is_named():
+    p = npattn.Parameter(np.ones(2))
+    opt = Adam([p])
+    p.grad = np.ones(2)
+    opt.step()
+    opt.param_groups[0]["amsgrad"] = True
+    with pytest.raises(npattn.StateDictError, match=r"amsgrad was switched on after steps were taken"):
+        opt.step()

@@ -109,7 +109,9 @@ def test_lm_resume_refuses_an_optimizer_lr_that_differs(tmp_path, capsys):
     def edit(state):
         state["optimizer"]["param_groups"][0]["lr"] = 5.0
 
-    assert "the learning rate cannot change on resume" in _resume_edited_lm_checkpoint(tmp_path, capsys, edit)
+    err = _resume_edited_lm_checkpoint(tmp_path, capsys, edit)
+    assert "its optimizer's lr 5.0 differs from the run's lr 0.0004" in err
+    assert "the optimizer's settings cannot change on resume" in err
 
 
 def test_lm_resume_refuses_a_mask_that_is_not_causal(tmp_path, capsys):

@@ -18,8 +18,9 @@ import npattn
 from npattn.optim import SGD, Adam
 from npattn.train.lm import LMHistory
 from npattn.train.lm_run import run_lm
+from npattn.train.tasks import make_task
 from npattn.train.text import create_dataloader_v1, default_corpus, read_text
-from npattn.train.tokenizers import load_tokenizer
+from npattn.train.tokenizer_files import load_tokenizer, save_tokenizer
 
 
 def in_scratch(call: Callable[[], Any]) -> Callable[[], Any]:
@@ -110,8 +111,8 @@ LM_TINY = {
 }
 
 
-def _lm_text() -> None:
-    with open("t.txt", "w", encoding="utf-8") as f:
+def _lm_text(name: str = "t.txt") -> None:
+    with open(name, "w", encoding="utf-8") as f:
         f.write(default_corpus()[:3_000])
 
 
@@ -129,6 +130,61 @@ def _lm_resume(edit: Callable[[dict[str, Any]], Any], steps: int = 5) -> Any:
     edit(state)
     npattn.save(state, "run.npz")
     return run_lm({"text": "t.txt", "steps": steps}, resume="run.npz", out=None)
+
+
+def _task_resume(edit: Callable[[dict[str, Any]], Any], **given: Any) -> Any:
+    """Resume a 2-step teacher-student checkpoint after ``edit`` changed it."""
+    npattn.train_task("teacher-student", steps=2, save="run.npz")
+    state = npattn.load("run.npz")
+    edit(state)
+    npattn.save(state, "run.npz")
+    return npattn.train_task(steps=4, resume="run.npz", **given)
+
+
+def _fit(steps: int, **kwargs: Any) -> Any:
+    task = make_task("teacher-student")
+    model = task.make_model()
+    return npattn.fit(model, Adam(model.parameters()), task.criterion, task.batch, steps, **kwargs)
+
+
+def _read_only(path: str) -> None:
+    npattn.save({"a": np.ones(2)}, path)
+    os.chmod(path, 0o444)
+
+
+def swapped_chars(entry: str) -> str:
+    """A char tokenizer's JSON with its first two characters swapped: consistent-looking, but every
+    token id of those two characters means the other one."""
+    state = json.loads(entry)
+    chars = state["chars"]
+    state["chars"] = chars[1] + chars[0] + chars[2:]
+    return json.dumps(state)
+
+
+def _flipped_directory(path: str) -> None:
+    """A checkpoint with one byte flipped in its zip directory (the "version made by" of the first entry)."""
+    npattn.save({"w": np.ones(2)}, path)
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    data[data.index(b"PK\x01\x02") + 6] ^= 0x5A
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+
+
+def _complex_safetensors(path: str) -> None:
+    """A .safetensors file with one complex64 tensor 'w' of shape (3,), written by hand."""
+    header = json.dumps({"w": {"dtype": "C64", "shape": [3], "data_offsets": [0, 24]}}).encode()
+    with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header + bytes(24))
+
+
+def edited_copy(path: Any, folder: Any, edit: Callable[[dict[str, Any]], Any]) -> Any:
+    """The checkpoint at ``path`` after ``edit`` changed it, saved as ``folder``/edited.npz."""
+    state = npattn.load(path)
+    edit(state)
+    edited = os.path.join(folder, "edited.npz")
+    npattn.save(state, edited)
+    return edited
 
 
 def _lm_history(**entries: Any) -> Any:
@@ -153,6 +209,21 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             lambda: SGD([_model().W_query] * 2),
             cfg,
             "listed twice in one group",
+        ),
+        (
+            "Adam(params, foreach=)",
+            "foreach=True, PyTorch's switch npattn has no use for (was a TypeError; None and False are accepted)",
+            lambda: Adam(_model().parameters(), foreach=True),
+            cfg,
+            "Adam: foreach=True is not supported (npattn updates one parameter at a time, which is PyTorch's "
+            "foreach=False); leave it at None or False",
+        ),
+        (
+            "Adam(params, decoupled_weight_decay=)",
+            "decoupled_weight_decay=True (was a TypeError)",
+            lambda: Adam(_model().parameters(), decoupled_weight_decay=True),
+            cfg,
+            "use AdamW, which is Adam with decoupled weight decay",
         ),
         (
             "Adam(params, amsgrad=)",
@@ -225,6 +296,34 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             group_lr,
         ),
         (
+            "Optimizer.step(closure)",
+            "a closure that is not a function (was a TypeError)",
+            lambda: _stepped()[1].step("loss"),
+            cfg,
+            "step(closure): expected a function that recomputes and returns the loss, got str",
+        ),
+        (
+            "Optimizer.step()",
+            "amsgrad switched on after steps were taken (was 'expected the buffers')",
+            lambda: _step_after(lambda m, o: o.param_groups[0].update(amsgrad=True)),
+            sde,
+            "amsgrad was switched on after steps were taken without it",
+        ),
+        (
+            "Optimizer.load_state_dict(sd)",
+            "Parameters in place of indices (was every array printed)",
+            lambda: _load_edited(lambda sd: sd["param_groups"][0].update(params=list(_model().parameters()))),
+            sde,
+            "'params' must list int indices (as state_dict() writes), got Parameter of shape (3, 2)",
+        ),
+        (
+            "Adam(params, lr=)",
+            "a 1-element array (a 0-d array or tensor is its number)",
+            lambda: Adam(_model().parameters(), lr=np.array([0.1])),
+            cfg,
+            "Invalid learning rate: expected a finite number >= 0, got an array of shape (1,) and dtype float64",
+        ),
+        (
             "Optimizer.step()",
             "a read-only .data",
             lambda: _step_after(lambda m, o: m.W_key.data.setflags(write=False)),
@@ -244,6 +343,34 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             in_scratch(lambda: npattn.save({"w": np.ones(2)}, "x.npz", metadata={"version": 2})),
             ckpt,
             "reserved",
+        ),
+        (
+            "npattn.save(obj, path, metadata=)",
+            "'class' (was reported by load_metadata as the saved class)",
+            in_scratch(lambda: npattn.save(_model(), "x.npz", metadata={"class": "GPTModel"})),
+            ckpt,
+            "metadata keys ['class'] are reserved for the checkpoint's own index",
+        ),
+        (
+            "npattn.save(obj, path)",
+            "a path ending in a separator (was written without it)",
+            in_scratch(lambda: npattn.save({"a": np.ones(2)}, "x.npz/")),
+            ckpt,
+            "cannot write checkpoint 'x.npz/': the path ends in a separator (a folder); name a file",
+        ),
+        (
+            "npattn.save(obj, path)",
+            "a file without write bits, as root too (was replaced)",
+            in_scratch(lambda: (_read_only("x.npz"), npattn.save({"a": np.ones(2)}, "x.npz"))),
+            ckpt,
+            "cannot write checkpoint 'x.npz': permission denied (the file is read-only)",
+        ),
+        (
+            "npattn.load(path)",
+            "a flipped byte in the zip directory (was a NotImplementedError)",
+            in_scratch(lambda: (_flipped_directory("x.npz"), npattn.load("x.npz"))),
+            ckpt,
+            "'x.npz' is truncated, corrupt or not a checkpoint: NotImplementedError: zip file version",
         ),
         (
             "npattn.save(obj, path, metadata=)",
@@ -306,6 +433,21 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             ckpt,
             "is a directory, not a file",
         ),
+        (
+            "npattn.load(path)",
+            "a .safetensors file holding complex64, which save refuses (was returned)",
+            in_scratch(lambda: (_complex_safetensors("c.safetensors"), npattn.load("c.safetensors"))),
+            ckpt,
+            "'c.safetensors': tensor 'w' has dtype C64, which npattn neither saves nor loads (bool, int, uint and "
+            "float16/32/64 only)",
+        ),
+        (
+            "train_task(save=)",
+            "a folder no one may write (mode 555, as /proc), refused for root too (was found after training)",
+            lambda: npattn.train_task(steps=2, save="/proc/npattn-run.npz"),
+            ckpt,
+            "cannot write checkpoint '/proc/npattn-run.npz': permission denied in the folder '/proc'",
+        ),
         ("train_task(...)", "steps=-1 (was accepted)", lambda: npattn.train_task(steps=-1), cfg, "steps must be"),
         (
             "train_task(...)",
@@ -329,16 +471,59 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             "it is a directory",
         ),
         (
+            "train_task(...)",
+            "on_log='x' (was a TypeError at the first log)",
+            lambda: npattn.train_task("teacher-student", steps=3, log_every=1, on_log="x"),
+            cfg,
+            "on_log must be a function on_log(step, loss, history) or None, got str",
+        ),
+        (
+            "train_task(resume=)",
+            "optimizer='sgd' on an Adam run (was ignored: the run continued with Adam)",
+            in_scratch(lambda: _task_resume(lambda s: None, optimizer="sgd")),
+            cfg,
+            "--resume continues the stored run; these options differ from it: --optimizer 'sgd' (checkpoint: 'adam')",
+        ),
+        (
+            "train_task(resume=)",
+            "a NaN in the history's losses (was accepted)",
+            in_scratch(lambda: _task_resume(lambda s: s["history"]["loss"].__setitem__(0, np.nan))),
+            ckpt,
+            "'run.npz': history.loss[0] is nan; a run records finite values only",
+        ),
+        (
+            "fit(model, optimizer, criterion, batches, steps, start_step=)",
+            "start_step past steps (was an empty History)",
+            lambda: _fit(5, start_step=10),
+            cfg,
+            "fit: start_step=10 is past steps=5 (the total step count, not the steps left)",
+        ),
+        (
+            "train_task(resume=)",
+            "an emptied optimizer state (was Adam's moments restarting from zero)",
+            in_scratch(lambda: _task_resume(lambda s: s["optimizer"].update(state={}))),
+            ckpt,
+            "optimizer state of parameter 0: 'step' is missing (no state: the moments would restart from zero); "
+            "expected 2, the history's step count",
+        ),
+        (
+            "train_task(resume=)",
+            "one parameter's optimizer step edited (was accepted)",
+            in_scratch(lambda: _task_resume(lambda s: s["optimizer"]["state"][1].update(step=99))),
+            ckpt,
+            "optimizer state of parameter 1: 'step' is 99; expected 2, the history's step count",
+        ),
+        (
             "run_lm(given)",
             "an unknown setting (was a TypeError)",
-            lambda: _lm_run(given={"foo": 1}),
+            in_scratch(lambda: _lm_run(given={"foo": 1})),
             cfg,
             "unknown setting(s) foo; LMSettings has text, tokenizer",
         ),
         (
             "run_lm(given)",
             "text=3 (was a TypeError)",
-            lambda: _lm_run(given={"text": 3}),
+            in_scratch(lambda: _lm_run(given={"text": 3})),
             cfg,
             "text (--text) must be a file path (str) or None, got int",
         ),
@@ -421,6 +606,28 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
         ),
         (
             "run_lm(given, resume=)",
+            "history.global_step=-1 after 3 steps (was accepted)",
+            in_scratch(lambda: _lm_resume(lambda s: s["history"].update(global_step=-1))),
+            ckpt,
+            "history.epoch 0 and history.batch 3 place the run after 3 steps (168 per epoch); expected 0, "
+            "the count history.global_step -1 gives",
+        ),
+        (
+            "run_lm(given, resume=)",
+            "history.tokens_seen edited (was accepted)",
+            in_scratch(lambda: _lm_resume(lambda s: s["history"].update(tokens_seen=5))),
+            ckpt,
+            "history.tokens_seen is 5; expected 48 (3 steps of 16 tokens)",
+        ),
+        (
+            "run_lm(given, resume=)",
+            "an optimizer step that differs from the history's (was accepted)",
+            in_scratch(lambda: _lm_resume(lambda s: s["optimizer"]["state"][4].update(step=99))),
+            ckpt,
+            "optimizer state of parameter 4: 'step' is 99; expected 3, the history's step count",
+        ),
+        (
+            "run_lm(given, resume=)",
             "a tokenizer entry that is not JSON (was a JSONDecodeError)",
             in_scratch(lambda: _lm_resume(lambda s: s.update(tokenizer="{"))),
             ckpt,
@@ -456,7 +663,7 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
         ),
         (
             "load_tokenizer(path)",
-            "a BPE split pattern that matches nothing (was encoding 'hello world' as [])",
+            "a BPE split pattern other than GPT-2's ('' encoded 'hello world' as []; '(a+)+$' hung)",
             in_scratch(
                 lambda: (
                     open("t.json", "w").write('{"kind": "bpe", "merges": [], "pattern": ""}'),
@@ -464,7 +671,51 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
                 )
             ),
             cfg,
-            "the split pattern '' leaves 'Hello, wor' (at offset 0) outside its matches",
+            "the split pattern '' is not GPT-2's, the only one npattn writes",
+        ),
+        (
+            "load_tokenizer(path)",
+            "/dev/zero (was read until memory ran out)",
+            lambda: load_tokenizer("/dev/zero"),
+            ckpt,
+            "tokenizer file '/dev/zero' is a character device, not a file",
+        ),
+        (
+            "load_tokenizer(path)",
+            "a bpe description without 'pattern' (was the KeyError's text)",
+            in_scratch(
+                lambda: (open("t.json", "w").write('{"kind": "bpe", "merges": []}'), load_tokenizer("t.json"))
+            ),
+            cfg,
+            "malformed bpe tokenizer description: the key(s) 'pattern' are missing",
+        ),
+        (
+            "save_tokenizer(tokenizer, path)",
+            "the name 'bpe' (was an AttributeError)",
+            in_scratch(lambda: save_tokenizer("bpe", "t.json")),
+            cfg,
+            "save_tokenizer expects a tokenizer",
+        ),
+        (
+            "read_text(path)",
+            "a UTF-16 file (was a hint to convert from Latin-1)",
+            in_scratch(lambda: (open("u.txt", "wb").write("caf\u00e9".encode("utf-16")), read_text("u.txt"))),
+            cfg,
+            "it starts with a UTF-16 byte-order mark: convert it first, e.g. iconv -f utf-16 -t utf-8",
+        ),
+        (
+            "run_lm(given, save=)",
+            "the text file itself (was the corpus replaced by the checkpoint)",
+            in_scratch(lambda: (_lm_text("t.npz"), _lm_run(given={"text": "t.npz"}, save="t.npz"))),
+            cfg,
+            "save (--save) 't.npz' is the file the run reads as text (--text) 't.npz'",
+        ),
+        (
+            "run_lm(given, resume=)",
+            "a char tokenizer with two characters swapped (was accepted: every id meant another character)",
+            in_scratch(lambda: _lm_resume(lambda s: s.update(tokenizer=swapped_chars(s["tokenizer"])))),
+            ckpt,
+            "its tokenizer differs from the char tokenizer the text and settings build",
         ),
         (
             "create_dataloader_v1(txt, tokenizer=)",

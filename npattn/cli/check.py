@@ -6,17 +6,23 @@ stay untouched: ``npattn.debug.usercode`` hands the user copies), then sends the
 output. The parent waits at most ``timeout`` seconds and turns every way the child can end into
 one line and exit code 2: the user's code raised, called ``sys.exit``, raised
 ``KeyboardInterrupt``, ended the process (``os._exit``, a crash) or ran past the timeout (the
-child is killed). The forward's verdict is the parent's own: it compares the output with the
-reference computed from pristine weights in a process the user's code never ran in, so code that
-patches NumPy or npattn while it runs cannot certify a wrong output (the backward and dropout
-checks run the user's code, so their verdicts come from the child).
+child is killed). The child runs in a session and process group of its own, and the whole
+group is killed when the check ends, so processes the user's code starts (``os.fork``,
+``subprocess``) do not outlive it (unless they start a session of their own). The forward's
+verdicts (at the book's shape and at the second shape) are the parent's own: it compares the
+outputs with the references computed from pristine weights in a process the user's code never
+ran in, so code that patches NumPy or npattn while it runs cannot certify a wrong output (the
+backward and dropout checks run the user's code, so their verdicts come from the child).
 """
 
 from __future__ import annotations
 
 import math
 import multiprocessing
+import os
+import signal
 import sys
+import time
 from multiprocessing.connection import Connection
 from typing import Any, TextIO
 
@@ -25,7 +31,8 @@ import numpy as np
 from npattn.book import book_batch, book_inputs
 from npattn.debug.backward import attention_reference
 from npattn.debug.diagnose import diagnose
-from npattn.debug.usercode import book_weights, check_attention, multihead_weights
+from npattn.debug.tolerance import matches
+from npattn.debug.usercode import book_weights, check_attention, multihead_weights, second_shape_inputs
 from npattn.errors import ConfigError, NpattnError
 
 __all__ = ["DEFAULT_TIMEOUT", "parse_timeout", "run_check_isolated"]
@@ -53,14 +60,18 @@ def parse_timeout(text: Any) -> float:
 
 
 def _child(conn: Connection, spec: str) -> None:
-    """Run the check; send ("report", text, passed, forward correct, output, causal, num_heads) or
-    ("error", one line)."""
+    """Run the check; send ("report", text, passed, forward correct, output, causal, num_heads,
+    (forward correct, output) at the second shape or None) or ("error", one line)."""
+    _own_session()
     result: tuple[Any, ...]
     try:
         report = check_attention(spec)
         output = np.array(report.output, dtype=np.float64)
         forward_ok = report.diagnosis.correct
-        result = ("report", str(report) + "\n", report.passed, forward_ok, output, report.causal, report.num_heads)
+        second = report.second
+        other = None if second is None else (second.diagnosis.correct, np.array(second.output, dtype=np.float64))
+        result = ("report", str(report) + "\n", report.passed, forward_ok, output, report.causal, report.num_heads,
+                  other)
     except NpattnError as exc:
         result = ("error", str(exc))
     except SystemExit as exc:
@@ -71,18 +82,57 @@ def _child(conn: Connection, spec: str) -> None:
     conn.close()
 
 
-def _forward_verdict(spec: str, forward_ok: bool, output: np.ndarray, causal: bool, num_heads: int | None) -> bool:
-    """The parent's own check of the child's output against pristine weights (True = correct)."""
-    x = book_batch() if causal else book_inputs()
-    if num_heads:  # as usercode's multi-head diagnosis: the output as a whole
-        W = multihead_weights()
-        expected, _ = attention_reference(np.asarray(x, np.float64), W, causal=True, num_heads=num_heads)
-        ours = output.shape == expected.shape and bool(
-            np.all(np.abs(output - expected) <= 1e-5 + 1e-4 * float(np.max(np.abs(expected))))
-        )
+def _own_session() -> None:
+    """Make this process the leader of a new session and process group, so that the parent can
+    stop it together with every process the user's code starts (os.fork, subprocess)."""
+    if hasattr(os, "setsid"):
+        try:
+            os.setsid()
+        except OSError:  # already a group leader: the parent still kills this process itself
+            pass
+
+
+def _kill_group(child: Any) -> None:
+    """Kill the child and every process left in its process group (the user's code's own children)."""
+    if hasattr(os, "killpg") and child.pid is not None:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):  # nothing left in the group
+            pass
+    if child.is_alive():
+        child.kill()
+
+
+def _wait_group_gone(pgid: int | None, seconds: float = 0.2) -> None:
+    """Wait (at most ``seconds``) until no process of the killed group is left, so that none of
+    them is still there when ``npattn check`` returns."""
+    if not hasattr(os, "killpg") or pgid is None:
+        return
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.01)
+
+
+def _forward_verdict(
+    spec: str, forward_ok: bool, output: np.ndarray, causal: bool, num_heads: int | None, second: bool = False
+) -> bool:
+    """The parent's own check of the child's output against pristine weights (True = correct); at
+    the second shape with ``second``."""
+    if second:
+        x, W = second_shape_inputs(causal, num_heads)
     else:
-        ours = output.shape == (*x.shape[:-1], 2)
-        ours = ours and diagnose(x, book_weights(), output, causal=causal, catalogue=()).correct
+        x = book_batch() if causal else book_inputs()
+        W = multihead_weights() if num_heads else book_weights()
+    if num_heads:  # as usercode's multi-head diagnosis: the output as a whole
+        expected, _ = attention_reference(np.asarray(x, np.float64), W, causal=True, num_heads=num_heads)
+        ours = matches(output, expected)
+    else:
+        ours = output.shape == (*x.shape[:-1], W["W_query"].shape[1])
+        ours = ours and diagnose(x, W, output, causal=causal, catalogue=()).correct
     if ours != forward_ok:
         raise ConfigError(
             f"{spec}: the report says its output is {'correct' if forward_ok else 'wrong'}, but the same check "
@@ -109,7 +159,7 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
     send.close()
     try:
         if not receive.poll(timeout):
-            child.kill()
+            _kill_group(child)
             raise ConfigError(
                 f"{spec} did not finish within {timeout:g} s (an endless loop? a slow import?); "
                 "it was stopped (give it longer with --timeout SECONDS)"
@@ -124,14 +174,18 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
             ) from None
     finally:
         receive.close()
-        child.join(timeout=1)
-        if child.is_alive():  # e.g. a thread the user's code started keeps the child running
-            child.kill()
-            child.join()
+        # The child has sent its result (or failed): stop it and whatever the user's code started (a
+        # thread keeping it alive, a forked process), before join reaps it and frees its group id.
+        _kill_group(child)
+        child.join()
+        _wait_group_gone(child.pid)
     if result[0] == "error":
         raise ConfigError(result[1])
-    _, text, passed, forward_ok, output, causal, num_heads = result
-    # The forward verdict is recomputed here; the backward and dropout checks need the user's code.
+    _, text, passed, forward_ok, output, causal, num_heads, other = result
+    # The forward verdicts are recomputed here; the backward and dropout checks need the user's code.
     correct = _forward_verdict(spec, forward_ok, output, causal, num_heads) and passed
+    if other is not None:
+        other_ok, other_output = other
+        correct = _forward_verdict(spec, other_ok, other_output, causal, num_heads, second=True) and correct
     print(text, end="", file=out or sys.stdout)
     return 0 if correct else 1

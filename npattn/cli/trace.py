@@ -8,10 +8,10 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from npattn._checks import check_positive_int
+from npattn._checks import check_bytes, check_positive_int
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.debug.formulas import format_shape
-from npattn.debug.predict import check_shapes, predict_shapes_for
+from npattn.debug.predict import check_shapes, format_bytes, predict_shapes_for
 from npattn.debug.rows import check_rows_of
 from npattn.debug.trace import trace
 from npattn.errors import ConfigError
@@ -84,7 +84,9 @@ def run_trace(
     (default 123) seeds the weights and the random input otherwise.
 
     Raises:
-        ConfigError: a size that is not a positive integer; an unknown class; sizes a class refuses.
+        ConfigError: a size that is not a positive integer; an unknown class; sizes a class refuses;
+            sizes whose trace (every stage recorded, twice ``predict_shapes``' total: the copies and
+            the forward's own arrays) needs more bytes than this machine's memory.
     """
     out = out if out is not None else sys.stdout
     tokens: Sequence[str] | None = None
@@ -99,6 +101,11 @@ def run_trace(
         n = check_positive_int(n_tokens, "n_tokens")
         x = np.random.default_rng(seed).random(((2,) if attention else ()) + (n, d_in)).astype(np.float32)
     model = build_attention(name, d_in, d_out, n_tokens, num_heads=num_heads, seed=seed)
+    prediction = predict_shapes_for(model, x)
+    # The trace keeps a copy of every stage while the forward holds its own: twice the prediction.
+    stages = prediction.total_bytes(x.dtype)
+    kept = f"every stage recorded, {format_bytes(stages)}, and the forward's own"
+    check_bytes(2 * stages, f"tracing {n_tokens} tokens ({kept})")
     if attention:
         where = "the book's input batch" if book else f"{n_tokens} random tokens"
         print(f"{type(model).__name__}({model.extra_repr()}, rng={seed}) on {where} {format_shape(x.shape)}", file=out)
@@ -109,7 +116,6 @@ def run_trace(
     elif not attention:
         print(f"SelfAttention_v1({d_in}, {d_out}, rng={seed}) on {n_tokens} random tokens", file=out)
     print(file=out)
-    prediction = predict_shapes_for(model, x)
     print("1. predict the shapes before running anything", file=out)
     print(prediction, file=out)
     recorded = trace(model, x)

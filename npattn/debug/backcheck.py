@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from npattn import _html
+from npattn._checks import check_finite
 from npattn.debug.backward import (
     GRAD_NAMES,
     BackwardDiagnosis,
@@ -32,15 +33,21 @@ from npattn.debug.backward import (
     backward_variant,
     diagnose_backward,
 )
+from npattn.debug.tolerance import check_tolerances, largest, matches
 from npattn.debug.weights import gradient_array
 from npattn.errors import ConfigError
-from npattn.gradcheck import TensorCheck, _compare
+from npattn.gradcheck import DETECTS, TensorCheck, _compare
 
 __all__ = ["BackwardCheck", "GradientRow", "check_backward", "describe_exception", "recover_keep"]
 
 # How close to npattn's gradient a backward must be when the forward computes in float32 (machine
-# epsilon 1.2e-7, a few operations deep); every catalogued mistake is off by far more.
-FLOAT32_TOLERANCE = (1e-6, 1e-4)
+# epsilon 1.2e-7, a few operations deep), relative to each gradient's magnitude; every catalogued
+# mistake is off by far more.
+FLOAT32_TOLERANCE = (0.0, 1e-4)
+
+# Finite differences of L = sum(output * G) err by rounding of about 2.2e-16 * sum|output * G| / eps:
+# their atol is this many times that (1e-8 at the book's scale), so it shrinks with the values.
+DIFFERENCE_NOISE = 10.0
 
 Forward = Callable[[np.ndarray, Mapping[str, np.ndarray]], Any]
 Backward = Callable[[np.ndarray, Mapping[str, np.ndarray], np.ndarray], Mapping[str, Any]]
@@ -81,6 +88,8 @@ def _margin(c: TensorCheck) -> str:
     """allowed / error when it passes ("306x"); error / allowed when it fails ("4.1e+05x over")."""
     if c.margin == float("inf"):
         return "inf"
+    if c.margin == 0.0:  # nothing allowed (a gradient that must be exactly zero) and an error
+        return "inf over"
     return f"{c.margin:.3g}x" if c.passed else f"{1 / c.margin:.2g}x over"
 
 
@@ -97,6 +106,7 @@ class BackwardCheck:
     atol: float = 1e-8
     rtol: float = 1e-6
     forward_wrong: bool = False  # the error is the forward's (it raised, or no correct attention gives its output)
+    forward_matches: bool = False  # the forward's output equals npattn's (relative 1e-5)
     precision_note: str = ""  # set when finite differences of the user's forward are float noise
 
     @property
@@ -153,6 +163,14 @@ class BackwardCheck:
             return "backward: PASSED (every gradient matches npattn's gradient, the judge here: see the note above)"
         if self.passed:
             return "backward: PASSED (every gradient matches finite differences of your forward and npattn's gradient)"
+        if self.consistent and self.forward_matches:
+            wrong = [f"d{r.name}" for r in self.rows if not r.correct]
+            return (
+                f"backward: FAILED: {', '.join(wrong)} {'differs' if len(wrong) == 1 else 'differ'} from npattn's "
+                "gradient; "
+                "your forward is correct attention and finite differences of it cannot resolve a difference "
+                "this small at these magnitudes"
+            )
         if self.consistent:
             return (
                 "backward: FAILED: your backward is the derivative of your forward, but the forward is not "
@@ -178,7 +196,8 @@ class BackwardCheck:
             lines += [fmt(header), "-" * len(fmt(header)), *(fmt(r) for r in rows)]
             lines.append(
                 f"(eps={self.eps:g}; a tensor passes when max|error| <= atol + rtol * max|gradient|, "
-                f"atol={self.atol:g}, rtol={self.rtol:g}; margin = allowed / error)"
+                f"atol={self.atol:.2g} against finite differences (their rounding noise), 0 against npattn's, "
+                f"rtol={self.rtol:g}; margin = allowed / error)"
             )
         if self.precision_note:
             lines.append(self.precision_note)
@@ -229,20 +248,32 @@ def check_backward(
     p: float = 0.0,
     seed: int = 0,
     eps: float = 1e-6,
-    atol: float = 1e-8,
+    atol: float | None = None,
     rtol: float = 1e-6,
 ) -> BackwardCheck:
     """Run the user's backward on L = sum(output * G), G random normal (``seed``), in float64.
 
+    Each gradient passes when max|error| <= atol + rtol * max|gradient|, against finite differences
+    of the user's forward and against npattn's gradient. atol unset: against finite differences,
+    ``DIFFERENCE_NOISE`` times their rounding noise (2.2e-16 * sum|output * G| / eps, about 1e-8 at
+    the book's scale); against npattn's exact gradient, 0. Both shrink with the values, so scaling
+    x and the weights down does not make a wrong gradient pass.
+
     Never raises for the user's mistakes: an exception in the user's code, a gradient that is
     missing, of the wrong shape, or holds NaN/inf is reported in the BackwardCheck.
+
+    Raises:
+        ConfigError: atol, rtol or eps negative or not finite; rtol >= 1e-4.
     """
+    atol, rtol = check_tolerances(atol, rtol, "check_backward", DETECTS)
+    if not check_finite(eps, "eps") > 0:
+        raise ConfigError(f"check_backward: eps must be > 0, got {eps}")
     x64 = np.array(x, dtype=np.float64)
     W64 = {n: np.array(weights[n], dtype=np.float64) for n in GRAD_NAMES[1:]}
     settings: dict[str, Any] = {"causal": causal, "num_heads": num_heads, "keep": keep, "p": p}
     expected_out, _ = attention_reference(x64, W64, **settings)
     G = np.random.default_rng(seed).standard_normal(expected_out.shape)
-    report = BackwardCheck(title, eps=eps, atol=atol, rtol=rtol)
+    report = BackwardCheck(title, eps=eps, atol=atol or 0.0, rtol=rtol)
 
     dtypes: list[np.dtype] = []
 
@@ -272,6 +303,11 @@ def check_backward(
         report.error = describe_exception(f"{name}'s backward", exc)
         return report
     reference = backward_variant(x64, W64, G, **settings)
+    report.forward_matches = matches(out, expected_out)
+    exact_atol = atol or 0.0  # against npattn's float64 gradient: relative to each tensor
+    if atol is None:  # against finite differences: their rounding noise
+        atol = DIFFERENCE_NOISE * float(np.finfo(np.float64).eps) * float(np.sum(np.abs(out * G))) / eps
+    report.atol = atol
 
     def loss() -> float:
         with np.errstate(all="ignore"):
@@ -294,7 +330,7 @@ def check_backward(
         except Exception as exc:
             report.error, report.forward_wrong = describe_exception(f"{name}'s forward", exc), True
             return report
-        row.analytical = _against(tensor, arr, reference[tensor], atol, rtol)
+        row.analytical = _against(tensor, arr, reference[tensor], exact_atol, rtol)
         user[tensor] = arr
     # Finite differences of the forward are noise when they miss npattn's gradient, which the user's equals.
     suspects = [
@@ -313,9 +349,9 @@ def check_backward(
         report.error, report.forward_wrong = describe_exception(f"{name}'s forward", exc), True
         return report
     report.precision_note = _precision_note(out, expected_out, dtypes[0], noisy)
-    tolerance = (atol, rtol)
+    tolerance = (exact_atol, rtol)
     if report.precision_note:  # npattn's gradient judges, to the precision the forward computes in
-        tolerance = (max(atol, FLOAT32_TOLERANCE[0]), max(rtol, FLOAT32_TOLERANCE[1]))
+        tolerance = (max(exact_atol, FLOAT32_TOLERANCE[0]), max(rtol, FLOAT32_TOLERANCE[1]))
         for row in report.rows:
             row.judged_by_differences = False
             if row.name in user:
@@ -334,14 +370,14 @@ def _precision_note(out: np.ndarray, expected: np.ndarray, dtype: np.dtype, nois
     """
     judge = (
         "so npattn's analytical gradient (float64) is the judge of your backward here, to float32's precision "
-        f"(atol={FLOAT32_TOLERANCE[0]:g}, rtol={FLOAT32_TOLERANCE[1]:g})"
+        f"(rtol={FLOAT32_TOLERANCE[1]:g} of each gradient's magnitude)"
     )
     if dtype.kind == "f" and dtype.itemsize < 8:
         return (
             f"note: your forward returns {dtype}: its finite differences (eps=1e-6) are rounding noise, {judge} "
             "(compute in float64 to have your backward checked against your own forward)"
         )
-    close = bool(np.all(np.abs(out - expected) <= 1e-5 + 1e-4 * float(np.max(np.abs(expected), initial=0.0))))
+    close = bool(np.all(np.abs(out - expected) <= 1e-4 * largest(expected)))
     if close and noisy:
         return (
             f"note: your forward loses precision (float32 or lower inside?): its output equals npattn's, your "

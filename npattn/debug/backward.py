@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from npattn.debug.tolerance import check_tolerances
 from npattn.debug.weights import check_weights, gradient_array
 from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
@@ -358,9 +359,9 @@ class BackwardDiagnosis:
     __repr__ = __str__
 
 
-def _close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> bool:
+def _close(a: np.ndarray, b: np.ndarray, atol: float | None, rtol: float) -> bool:
     scale = float(np.max(np.abs(b), initial=0.0))
-    return a.shape == b.shape and bool(np.all(np.abs(a - b) <= atol + rtol * scale))
+    return a.shape == b.shape and bool(np.all(np.abs(a - b) <= (atol or 0.0) + rtol * scale))
 
 
 def _reproduce(
@@ -372,7 +373,7 @@ def _reproduce(
     forms: tuple[str, ...],
     user: Mapping[str, np.ndarray],
     reference: Mapping[str, np.ndarray],
-    atol: float,
+    atol: float | None,
     rtol: float,
 ) -> str | None:
     """The detail of the first variant of ``mistake`` reproducing ``user``; "correct" when the
@@ -402,12 +403,13 @@ def diagnose_backward(
     num_heads: int | None = None,
     keep: np.ndarray | None = None,
     p: float = 0.0,
-    atol: float = 1e-8,
+    atol: float | None = None,
     rtol: float = 1e-6,
 ) -> BackwardDiagnosis:
     """Name the catalogued mistake(s) that reproduce ``grads`` ({"x", "W_query", "W_key", "W_value"}).
 
-    "Reproduce" means |grad - candidate| <= atol + rtol * max|candidate| in every tensor. A
+    "Reproduce" means |grad - candidate| <= atol + rtol * max|candidate| in every tensor (atol
+    unset: 0, so each tensor is judged relative to its own magnitude). A
     tensor missing (None), of the wrong shape or not a real array (complex, strings, ...) is
     reported in ``problems``; NaN or inf in ``non_finite``; then no mistake is named.
 
@@ -421,6 +423,7 @@ def diagnose_backward(
             'grads: expected a mapping {"x": dx, "W_query": dW_query, "W_key": dW_key, "W_value": dW_value}, '
             f"got {type(grads).__name__}"
         )
+    atol, rtol = check_tolerances(atol, rtol, "diagnose_backward")
     x64, *Ws = check_weights(x, weights)
     x, weights = x64, dict(zip(GRAD_NAMES[1:], Ws))
     d_out = Ws[0].shape[1]
@@ -477,5 +480,5 @@ def diagnose_backward(
         problems=tuple(problems),
         indistinguishable=tuple(dict.fromkeys(indistinguishable)),
         candidates=tuple(m.identifier for m in candidates),
-        tolerance=(atol, rtol),
+        tolerance=(atol or 0.0, rtol),
     )

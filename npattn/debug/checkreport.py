@@ -38,9 +38,46 @@ class CheckReport:
     dropout_note: str = ""
     num_heads: int | None = None
     note: str = ""  # what was chosen or changed (a file with NAME and a pair; an out_proj set to the identity)
+    second: CheckReport | None = None  # the same checks at a second shape (npattn check's defaults)
+    second_error: str = ""  # what the user's code raised, or returned that could not be read, at that shape
+    second_shape: str = ""  # "n=5, d_in=4, d_out=3"
 
     @property
     def passed(self) -> bool:
+        own = self.forward_right and all(c is None or c.passed for c in (self.backward, self.dropout))
+        return own and self.second_passed
+
+    @property
+    def second_passed(self) -> bool:
+        """Every check passed at the second shape too (True when it was not run)."""
+        return not self.second_error and (self.second is None or self.second.passed)
+
+    def _second_lines(self) -> list[str]:
+        if not self.second_shape:
+            return []
+        head = f"another shape: {self.second_shape} (random x and weights)"
+        if self.second_passed:
+            assert self.second is not None
+            checked = "the forward and the backward" if self.second.backward is not None else "the forward"
+            return ["", f"{head}: PASSED ({checked} right here too)"]
+        if not self._own_passed():  # wrong at the book's shape already: the details are above
+            return ["", f"{head}: FAILED too"]
+        hint = (
+            " at this shape only (the book's shape passed): does the code hard-code a size (sqrt(2) for "
+            "d_out=2, six tokens, d_in=3), or fail when it runs a second time?"
+        )
+        if self.second_error:
+            return ["", f"{head}: FAILED{hint}", f"  {self.second_error}"]
+        assert self.second is not None
+        lines = ["", f"{head}: FAILED{hint}"]
+        if not self.second.diagnosis.correct:
+            lines += ["  " + line for line in str(self.second.diagnosis).splitlines()]
+        for check in (self.second.backward,):
+            if check is not None and not check.passed:
+                lines.append("  " + check.verdict())
+        return lines
+
+    def _own_passed(self) -> bool:
         return self.forward_right and all(c is None or c.passed for c in (self.backward, self.dropout))
 
     @property
@@ -93,6 +130,7 @@ class CheckReport:
             lines += ["", str(self.dropout)]
         elif self.dropout_note:
             lines += ["", self.dropout_note]
+        lines += self._second_lines()
         lines += ["", f"{self.name}: {self.verdict()}"]
         return "\n".join(lines)
 
@@ -100,6 +138,8 @@ class CheckReport:
 
     def verdict(self) -> str:
         """One line: PASSED or FAILED, and which of forward and backward is right (every section counts)."""
+        if self._own_passed() and not self.second_passed:
+            return f"FAILED: right at the book's shape, wrong at {self.second_shape} (see 'another shape')"
         if self.diagnosis.correct and not self.forward_right:
             sections = ((4, self.backward), (5, self.dropout))
             where = [f"section {i}" for i, c in sections if c is not None and c.forward_wrong]

@@ -11,8 +11,9 @@ import numpy as np
 
 from npattn import _html
 from npattn.debug.formulas import format_shape, format_table, formula_of
+from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances
 from npattn.debug.trace import Trace, trace
-from npattn.debug.weights import to_numpy, weights_of
+from npattn.debug.weights import refuse_biases, to_numpy, weights_of
 from npattn.errors import ConfigError
 from npattn.nn.module import Module
 
@@ -146,6 +147,7 @@ def _stages_of(impl: Implementation, x: Any, weights: Mapping[str, Any] | None) 
         raise ConfigError(f"compare expects a Module, a Trace or a function, got {type(impl).__name__}")
     if weights is not None:
         W = weights_of(weights)
+        refuse_biases(W)  # the function is handed the three matrices only
         result = impl(x, W["W_query"], W["W_key"], W["W_value"])
     else:
         result = impl(x)
@@ -160,16 +162,23 @@ def compare(
     x: Any,
     *,
     weights: Mapping[str, Any] | None = None,
-    atol: float = 1e-5,
-    rtol: float = 1e-5,
+    atol: float | None = None,
+    rtol: float = FORWARD_RTOL,
 ) -> Comparison:
     """Run two implementations on ``x`` and compare them stage by stage.
 
     Each is an npattn Module (traced), a Trace, or a function: ``f(x)``, or, when ``weights`` is
     given, ``f(x, W_query, W_key, W_value)``, returning the output or a mapping of stage name ->
     array (use npattn's names: queries, keys, values, attn_scores, attn_weights, context_vec).
-    A stage diverges when max|ref - cand| > atol + rtol * max|ref|, or when the shapes differ.
+    A stage diverges when max|ref - cand| > atol + rtol * max|ref| (max over the finite entries;
+    atol unset: 0, so each stage is judged relative to its own magnitude), or when the shapes differ.
+
+    Raises:
+        ConfigError: atol or rtol negative or not finite, or so wide for a stage that a stage off
+            by 0.1% would pass there; an implementation that is not a Module, Trace or function;
+            ``weights`` with nonzero biases.
     """
+    atol, rtol = check_tolerances(atol, rtol, "compare")
     ref = _stages_of(reference, x, weights)
     cand = _stages_of(candidate, x, weights)
     diffs = []
@@ -178,10 +187,10 @@ def compare(
         sa = None if a is None else a.shape
         sb = None if b is None else b.shape
         max_diff: float | None = None
-        allowed = atol
+        allowed = atol or 0.0
         if a is not None and b is not None:
-            finite = np.abs(a[np.isfinite(a)])  # masked -inf entries must not make every difference allowed
-            allowed = atol + rtol * (float(np.max(finite)) if finite.size else 0.0)
+            # max|ref| over the finite entries: masked -inf entries must not make every difference allowed
+            allowed = allowed_error(a, atol, rtol, f"compare, stage {name}")
             if sa == sb:
                 a64, b64 = a.astype(np.float64), b.astype(np.float64)
                 with np.errstate(invalid="ignore"):  # -inf - -inf at masked entries: equal, not NaN

@@ -22,7 +22,8 @@ import numpy as np
 from npattn import _html
 from npattn._checks import as_array
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
-from npattn.debug.weights import check_weights, to_numpy
+from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, largest
+from npattn.debug.weights import check_weights_and_biases, to_numpy
 from npattn.nn import functional as F
 
 __all__ = ["CATALOGUE", "Diagnosis", "Mistake", "Symptom", "attention_variant", "diagnose"]
@@ -44,10 +45,12 @@ def attention_variant(
     normalise: str = "softmax over keys",
     weights: str = "attn_weights",
     context: str = "values",
+    biases: Sequence[Any] = (0.0, 0.0, 0.0),
 ) -> np.ndarray:
     """Self-attention with one choice per stage; the defaults are the correct pipeline.
 
-    x (..., n, d_in), W_* (d_in, d_out) -> (..., n, d_out). The choices:
+    x (..., n, d_in), W_* (d_in, d_out) -> (..., n, d_out); ``biases`` (b_query, b_key, b_value),
+    each (d_out,), are added to the projections (qkv_bias=True). The choices:
         scores:    "queries @ keys^T" | "keys @ queries^T" | "queries @ values^T"
         scale:     "1/sqrt(d_out)" | "1" | "1/sqrt(d_in)" | "1/d_out"
         normalise: "softmax over keys" | "softmax over queries" | "none" | "divide by row sum"
@@ -55,9 +58,7 @@ def attention_variant(
         context:   "values" | "keys" | "x" (the unprojected inputs: (..., n, d_in) out)
     """
     d_in, d_out = W_query.shape
-    queries, _ = F.project_forward(x, W_query)
-    keys, _ = F.project_forward(x, W_key)
-    values, _ = F.project_forward(x, W_value)
+    queries, keys, values = (F.project_forward(x, W)[0] + b for W, b in zip((W_query, W_key, W_value), biases))
     left, right = {
         "queries @ keys^T": (queries, keys),
         "keys @ queries^T": (keys, queries),
@@ -97,13 +98,18 @@ class Mistake:
     causal_only: bool = False
 
     def reproduce(
-        self, x: np.ndarray, W_query: np.ndarray, W_key: np.ndarray, W_value: np.ndarray, causal: bool
+        self,
+        x: np.ndarray,
+        W_query: np.ndarray,
+        W_key: np.ndarray,
+        W_value: np.ndarray,
+        causal: bool,
+        biases: Sequence[Any] = (0.0, 0.0, 0.0),
     ) -> np.ndarray:
-        """The output this mistake gives on x with these weights."""
+        """The output this mistake gives on x with these weights (and biases)."""
         options = dict(self.variant)
-        if self.causal_only:  # the mistake is forgetting the mask itself
-            return attention_variant(x, W_query, W_key, W_value, causal=False, **options)
-        return attention_variant(x, W_query, W_key, W_value, causal=causal, **options)
+        causal = causal and not self.causal_only  # causal_only: the mistake is forgetting the mask itself
+        return attention_variant(x, W_query, W_key, W_value, causal=causal, biases=biases, **options)
 
 
 CATALOGUE: tuple[Mistake, ...] = (
@@ -161,7 +167,7 @@ class Diagnosis:
     output: np.ndarray
     shape_check: ShapeCheck
     causal: bool = False
-    tolerance: tuple[float, float] = (1e-5, 1e-4)
+    tolerance: tuple[float, float] = (0.0, FORWARD_RTOL)
     candidates: tuple[str, ...] = field(default=())
     label: str = ""  # the kind of attention, when not (causal) self-attention
 
@@ -215,12 +221,12 @@ class Diagnosis:
         return _html.wrap(*parts, text=str(self))
 
 
-def _close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> bool:
+def _close(a: np.ndarray, b: np.ndarray, atol: float | None, rtol: float) -> bool:
     """Equal shapes and |a - b| <= atol + rtol * max|b| everywhere (NaN equal only to NaN)."""
     if a.shape != b.shape:
         return False
-    scale = float(np.max(np.abs(b[np.isfinite(b)]), initial=0.0))
-    return bool(np.allclose(a, b, rtol=0.0, atol=atol + rtol * scale, equal_nan=True))
+    allowed = (atol or 0.0) + rtol * largest(b)
+    return bool(np.allclose(a, b, rtol=0.0, atol=allowed, equal_nan=True))
 
 
 def _outside_value_range(output: np.ndarray, values: np.ndarray, atol: float) -> Symptom | None:
@@ -253,31 +259,36 @@ def diagnose(
     output: Any,
     *,
     causal: bool = False,
-    atol: float = 1e-5,
-    rtol: float = 1e-4,
+    atol: float | None = None,
+    rtol: float = FORWARD_RTOL,
     catalogue: Sequence[Mistake] = CATALOGUE,
 ) -> Diagnosis:
     """Tell which known mistake, if any, produced ``output``.
 
     Args:
         x: the input the user's implementation received, (n, d_in) or (b, n, d_in).
-        weights: ``{"W_query", "W_key", "W_value"}`` -> (d_in, d_out) arrays (a state dict works;
-            ``"W_query.weight"`` keys of Linear layers are transposed).
+        weights: ``{"W_query", "W_key", "W_value"}`` -> (d_in, d_out) arrays and, with qkv_bias,
+            ``"W_query.bias"`` ... -> (d_out,) (a state dict works; ``"W_query.weight"`` keys of
+            Linear layers are transposed), or a module holding them (``weights_of(module)``).
         output: what the user's implementation returned for x with these weights.
         causal: the implementation is meant to be causal (section 3.5); adds ``missing_causal_mask``.
-        atol, rtol: "reproduces exactly" means |output - candidate| <= atol + rtol * max|candidate|.
+        atol, rtol: "equals" and "reproduces exactly" mean |output - candidate| <= atol + rtol *
+            max|candidate| (atol unset: 0, so the judgement is relative to the outputs' magnitude).
 
     Returns:
         Diagnosis; ``matches`` lists every mistake that reproduces the output (several when they
         coincide on this input), empty when the output is correct or no known mistake matches.
 
     Raises:
-        ConfigError: a weight is missing, or x or a weight holds NaN or inf. ShapeError, DTypeError:
+        ConfigError: a weight is missing, or x or a weight holds NaN or inf; atol or rtol negative
+            or not finite, or so wide that an output off by 0.1% would pass. ShapeError, DTypeError:
             x or the weights do not fit.
     """
-    x64, Wq, Wk, Wv = check_weights(x, weights)
+    atol, rtol = check_tolerances(atol, rtol, "diagnose")
+    x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
     out = np.asarray(as_array(to_numpy(output), "output"), dtype=np.float64)
-    expected = attention_variant(x64, Wq, Wk, Wv, causal=causal)
+    expected = attention_variant(x64, Wq, Wk, Wv, causal=causal, biases=biases)
+    allowed_error(expected, atol, rtol, "diagnose")  # refuses a tolerance too wide for these outputs
     n_tokens = max(x64.shape[-2], 1)  # the prediction needs n >= 1; an empty input has nothing to predict
     prediction = predict_shapes(n_tokens, Wq.shape[0], Wq.shape[1], batch=x64.shape[0] if x64.ndim == 3 else None)
     shape_check = check_shapes(prediction, out)
@@ -304,14 +315,14 @@ def diagnose(
     indistinguishable: list[str] = []
     with np.errstate(all="ignore"):
         for mistake in candidates:
-            wrong = mistake.reproduce(x64, Wq, Wk, Wv, causal)
+            wrong = mistake.reproduce(x64, Wq, Wk, Wv, causal, biases)
             if _close(wrong, expected, atol, rtol):
                 indistinguishable.append(mistake.identifier)
             elif not correct and _close(out, wrong, atol, rtol):
                 matches.append(mistake.identifier)
     if not correct:
-        values = F.project_forward(x64, Wv)[0]
-        outside = _outside_value_range(out, values, atol + rtol * float(np.max(np.abs(values), initial=0.0)))
+        values = F.project_forward(x64, Wv)[0] + biases[2]
+        outside = _outside_value_range(out, values, (atol or 0.0) + rtol * largest(values))
         if outside is not None:
             symptoms.append(outside)
     return Diagnosis(
@@ -324,6 +335,6 @@ def diagnose(
         output=out,
         shape_check=shape_check,
         causal=causal,
-        tolerance=(atol, rtol),
+        tolerance=(atol or 0.0, rtol),
         candidates=tuple(m.identifier for m in candidates),
     )

@@ -12,8 +12,9 @@ import numpy as np
 
 from npattn._checks import as_array, check_positive_int
 from npattn.debug.formulas import WEIGHT_NAMES, kind_of
+from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances
 from npattn.debug.trace import Trace, trace
-from npattn.debug.weights import check_weights, to_numpy, weights_of
+from npattn.debug.weights import check_weights_and_biases, to_numpy, weights_of
 from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
 from npattn.nn.attention import (
@@ -26,7 +27,8 @@ __all__ = ["RowCheck", "check_rows", "check_rows_of", "single_token_context"]
 
 @dataclass
 class RowCheck:
-    """Each token's context vector computed on its own vs the batched output's row."""
+    """Each token's context vector computed on its own vs the batched output's row. ``atol`` is the
+    largest difference allowed (atol + rtol * max|expected| of ``check_rows``)."""
 
     expected: np.ndarray
     output: np.ndarray
@@ -75,19 +77,28 @@ class RowCheck:
         return (
             f"single-token check (each token's context vector computed on its own, section 3.4): {verdict}\n"
             f"  worst: {self._row_name(worst)}: on its own [{exp}], batched [{got}], "
-            f"max |diff| {self.max_diff:.3e} (allowed {self.atol:.0e})"
+            f"max |diff| {self.max_diff:.3e} (allowed {self.atol:.1e})"
         )
 
     __repr__ = __str__
 
 
 def single_token_context(
-    x: np.ndarray, W_query: np.ndarray, W_key: np.ndarray, W_value: np.ndarray, i: int, *, causal: bool = False
+    x: np.ndarray,
+    W_query: np.ndarray,
+    W_key: np.ndarray,
+    W_value: np.ndarray,
+    i: int,
+    *,
+    causal: bool = False,
+    biases: Sequence[Any] = (0.0, 0.0, 0.0),
 ) -> np.ndarray:
-    """The book's step-by-step computation for token i of x (n, d_in): context vector (d_out,)."""
-    query_i = x[i] @ W_query  # (d_out,)
-    keys = x @ W_key  # (n, d_out)
-    values = x @ W_value  # (n, d_out)
+    """The book's step-by-step computation for token i of x (n, d_in): context vector (d_out,).
+    ``biases``: (b_query, b_key, b_value), each (d_out,), added to the projections (qkv_bias=True)."""
+    b_query, b_key, b_value = biases
+    query_i = x[i] @ W_query + b_query  # (d_out,)
+    keys = x @ W_key + b_key  # (n, d_out)
+    values = x @ W_value + b_value  # (n, d_out)
     if causal:  # token i sees tokens 0..i only
         keys, values = keys[: i + 1], values[: i + 1]
     attn_scores_i = query_i @ keys.T  # (n,)
@@ -102,25 +113,32 @@ def check_rows(
     *,
     causal: bool = False,
     num_heads: int = 1,
-    atol: float = 1e-5,
+    atol: float | None = None,
+    rtol: float = FORWARD_RTOL,
     tokens: Sequence[str] | None = None,
 ) -> RowCheck:
     """The seed's verification: every row of the batched ``output`` against the same token's
     context vector computed on its own (x (n, d_in) or (b, n, d_in); output like x with d_out
-    columns). ``weights`` is a mapping or an object holding W_query/W_key/W_value.
+    columns). ``weights`` is a mapping or an object holding W_query/W_key/W_value, and their
+    biases where it has them (``"W_query.bias"`` keys, or Linear layers with biases).
 
     ``num_heads`` > 1: the weights' d_out columns are ``num_heads`` heads side by side (head i
     uses columns i * d_out/num_heads onwards), each computed on its own and concatenated: the
     output of MultiHeadAttentionWrapper (with its heads' weights concatenated) or the
     ``merged_heads`` stage of MultiHeadAttention (before out_proj).
 
+    A row passes when max|row - its own computation| <= atol + rtol * max|expected| (atol unset: 0,
+    so the judgement is relative to the outputs' magnitude).
+
     Raises:
         ShapeError: ``output`` does not have the shape (..., n, d_out) the weights give.
-        ConfigError: num_heads not a positive integer dividing d_out.
+        ConfigError: num_heads not a positive integer dividing d_out; atol or rtol negative or not
+            finite, or so wide that an output off by 0.1% would pass.
     """
+    atol, rtol = check_tolerances(atol, rtol, "check_rows")
     if not isinstance(weights, Mapping):
         weights = weights_of(weights)
-    x64, Wq, Wk, Wv = check_weights(x, weights)
+    x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
     out = np.asarray(as_array(to_numpy(output), "output"), dtype=np.float64)
     d_out = Wq.shape[1]
     h = check_positive_int(num_heads, "num_heads")
@@ -136,7 +154,12 @@ def check_rows(
             np.stack(
                 [
                     np.concatenate(
-                        [single_token_context(xb, Wq[:, c], Wk[:, c], Wv[:, c], i, causal=causal) for c in heads]
+                        [
+                            single_token_context(
+                                xb, Wq[:, c], Wk[:, c], Wv[:, c], i, causal=causal, biases=[b[c] for b in biases]
+                            )
+                            for c in heads
+                        ]
                     )
                     for i in range(xb.shape[0])
                 ]
@@ -149,11 +172,17 @@ def check_rows(
     with np.errstate(invalid="ignore"):
         diffs = np.abs(expected - out)
     row_diffs = np.max(np.where(np.isnan(diffs), np.inf, diffs), axis=-1, initial=0.0)  # NaN never passes
-    return RowCheck(expected, out, row_diffs, atol, tokens)
+    return RowCheck(expected, out, row_diffs, allowed_error(expected, atol, rtol, "check_rows"), tokens)
 
 
 def check_rows_of(
-    module: Module, x: Any, output: Any = None, *, atol: float = 1e-5, tokens: Sequence[str] | None = None
+    module: Module,
+    x: Any,
+    output: Any = None,
+    *,
+    atol: float | None = None,
+    rtol: float = FORWARD_RTOL,
+    tokens: Sequence[str] | None = None,
 ) -> RowCheck:
     """``check_rows`` for one of npattn's attention classes (causal when it is, per head when it has
     heads). ``output``: the module's output on x, or a Trace of it (default: run the module).
@@ -174,7 +203,11 @@ def check_rows_of(
     heads: Any = module.heads if isinstance(module, MultiHeadAttentionWrapper) else [module]
     per_head = [weights_of(head) for head in heads]
     weights = {n: np.concatenate([W[n] for W in per_head], axis=1) for n in WEIGHT_NAMES}
+    for n in WEIGHT_NAMES:  # qkv_bias=True: each head's biases, side by side like its weights
+        if f"{n}.bias" in per_head[0]:
+            weights[f"{n}.bias"] = np.concatenate([W[f"{n}.bias"] for W in per_head])
     num_heads = getattr(module, "num_heads", 1)
-    return check_rows(x, weights, output, causal=kind != "self", num_heads=num_heads, atol=atol, tokens=tokens)
+    causal = kind != "self"
+    return check_rows(x, weights, output, causal=causal, num_heads=num_heads, atol=atol, rtol=rtol, tokens=tokens)
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from npattn._checks import from_tensor
 from npattn.debug.backcheck import BackwardCheck, check_backward, describe_exception, recover_keep
 from npattn.debug.backward import GRAD_NAMES
 from npattn.errors import ConfigError
@@ -65,9 +66,14 @@ def kept_random_state() -> Iterator[None]:
 
 
 def _array(value: Any) -> Any:
-    """A torch tensor as an ndarray; anything else as it is (check_backward judges what it is)."""
+    """A torch tensor as an ndarray; anything else, and a tensor NumPy cannot hold (on the meta
+    device, ...), as it is: the checks that read it (``gradient_array``, ``returned_array``) report
+    what it is, outside the user's code, so npattn's conversion is never blamed on it."""
     if all(callable(getattr(value, m, None)) for m in ("detach", "cpu", "numpy")):
-        return value.detach().cpu().numpy()
+        try:
+            return from_tensor(value)
+        except Exception:
+            return value
     return value
 
 

@@ -45,6 +45,7 @@ from npattn.debug.diagnose import Diagnosis, Symptom, diagnose
 from npattn.debug.formulas import WEIGHT_NAMES
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.rows import RowCheck, check_rows
+from npattn.debug.tolerance import matches
 from npattn.debug.userbackward import (
     DROPOUT_P,
     dropout_check,
@@ -54,7 +55,7 @@ from npattn.debug.userbackward import (
     pair_callables,
     seeded,
 )
-from npattn.debug.weights import check_weights, to_numpy, weights_of
+from npattn.debug.weights import check_weights, returned_array, to_numpy, weights_of
 from npattn.errors import ConfigError, DTypeError, NpattnError, ShapeError
 from npattn.nn.attention import MultiHeadAttention, SelfAttention_v1
 
@@ -67,6 +68,7 @@ __all__ = [
     "load_attention",
     "multihead_weights",
     "run_check",
+    "second_shape_inputs",
 ]
 
 
@@ -78,6 +80,26 @@ def book_weights() -> dict[str, np.ndarray]:
 def multihead_weights() -> dict[str, np.ndarray]:
     """The weights of ``MultiHeadAttention(3, 4, 6, 0.0, num_heads=2, rng=123)``: d_out=4, head_dim=2."""
     return weights_of(MultiHeadAttention(3, 4, BOOK_CONTEXT_LENGTH, 0.0, num_heads=NUM_HEADS, rng=123))
+
+
+SECOND_SHAPE = {"n_tokens": 5, "d_in": 4, "d_out": 3}
+"""The second shape every learner's attention is checked at (with ``npattn check``'s defaults):
+code right only at the book's sizes (sqrt(2) for d_out=2, six tokens, three inputs) fails there."""
+SECOND_SEED = 7
+
+
+def second_shape_inputs(causal: bool, num_heads: int | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """x and weights of the second shape: n=5, d_in=4, d_out=3 (multi-head: d_out=6, head_dim=3),
+    x uniform on [0, 1) in float32 like the book's embeddings, a batch of 2 for causal attention, weights
+    as npattn's class draws them (seed ``SECOND_SEED``)."""
+    n, d_in, d_out = SECOND_SHAPE["n_tokens"], SECOND_SHAPE["d_in"], SECOND_SHAPE["d_out"]
+    rng = np.random.default_rng(SECOND_SEED)
+    if num_heads:
+        W = weights_of(MultiHeadAttention(d_in, d_out * num_heads, BOOK_CONTEXT_LENGTH, 0.0, num_heads=num_heads,
+                                          rng=SECOND_SEED))
+        return rng.uniform(0.0, 1.0, (2, n, d_in)).astype(np.float32), W
+    x = rng.uniform(0.0, 1.0, (2, n, d_in) if causal else (n, d_in)).astype(np.float32)  # float32, as the book's
+    return x, weights_of(SelfAttention_v1(d_in, d_out, rng=SECOND_SEED))
 
 
 def _is_torch(obj: Any) -> bool:
@@ -166,11 +188,12 @@ class UserAttention:
             forward, backward = object_callables(self.obj, self.name)
         return seeded(forward), seeded(backward)
 
-    def prepare(self, weights: Mapping[str, np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
-        """Build the attention (a class), load the (d_in, d_out) ``weights``; returns x -> output."""
+    def prepare(self, weights: Mapping[str, np.ndarray]) -> Callable[[np.ndarray], Any]:
+        """Build the attention (a class), load the (d_in, d_out) ``weights``; returns x -> what the
+        user's code returns (``returned_array`` reads it, outside the user's code)."""
         W = {n: np.asarray(weights[n]) for n in WEIGHT_NAMES}
         if self.kind == "function":
-            return lambda x: to_numpy(self.target(x, *(W[n].copy() for n in WEIGHT_NAMES)))
+            return lambda x: self.target(x, *(W[n].copy() for n in WEIGHT_NAMES))
         if self.kind == "pair":
             forward = seeded(pair_callables(self.target, self.backward_target, self.name)[0])
             return lambda x: forward(x, {n: w.copy() for n, w in W.items()})
@@ -187,13 +210,12 @@ class UserAttention:
         if _is_torch(obj):
             import torch
 
-            return lambda x: to_numpy(obj(torch.from_numpy(np.ascontiguousarray(x))))
-        call = seeded(forward_of(obj, self.name))
-        return lambda x: to_numpy(call(x))
+            return lambda x: obj(torch.from_numpy(np.ascontiguousarray(x)))
+        return seeded(forward_of(obj, self.name))
 
     def run(self, x: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
         """Run on x with the given (d_in, d_out) weights; returns the output as an ndarray."""
-        return self.prepare(weights)(x)
+        return returned_array(self.prepare(weights)(x), self.name)
 
 
 def _identity_out_proj(obj: Any, d_out: int, name: str) -> str:
@@ -339,11 +361,27 @@ def check_attention(
             "check_attention: expected a 'FILE.py:NAME' spec or a UserAttention "
             f"(npattn.debug.usercode.attention_from_module(module, NAME)), got {type(attention).__name__}"
         )
+    user = load_attention(attention) if isinstance(attention, str) else attention
+    # The second shape's inputs are made before the user's code runs (it may patch NumPy).
+    second = {causal: second_shape_inputs(causal, user.num_heads) for causal in (False, True)}
     with kept_random_state():
-        return _check(load_attention(attention) if isinstance(attention, str) else attention, x, weights)
+        report = _check(user, x, weights)
+    if x is None and weights is None and user.kind != "instance":  # an instance has its sizes fixed
+        x2, W2 = second[report.causal]
+        report.second_shape = "n={}, d_in={}, d_out={}".format(x2.shape[-2], *W2["W_query"].shape)
+        try:
+            with kept_random_state():
+                report.second = _check(user, x2, W2, with_dropout=False)
+        except NpattnError as exc:
+            report.second_error = str(exc)
+        except Exception as exc:  # npattn's own code, after the user's code changed what it calls
+            report.second_error = f"{user.name} left npattn unable to run ({type(exc).__name__}: {exc})"
+    return report
 
 
-def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any] | None) -> CheckReport:
+def _check(
+    user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any] | None, *, with_dropout: bool = True
+) -> CheckReport:
     if weights is not None:
         W = weights_of(weights)
     else:
@@ -359,13 +397,14 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
     if user.num_heads and x.ndim != 3:
         raise ShapeError(f"x: multi-head attention is checked on a batch (batch, n, d_in), got shape {x.shape}")
     try:
-        output = np.asarray(run(np.array(x)))  # a copy: the user's code may write into its input
+        returned = run(np.array(x))  # a copy: the user's code may write into its input
     except NpattnError:
         raise
     except Exception as exc:
         frames = traceback.extract_tb(exc.__traceback__)
         where = f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
         raise ConfigError(f"{user.name} raised {type(exc).__name__}: {exc}{where}") from exc
+    output = returned_array(returned, user.name)  # npattn's conversion, outside the user's code
     if output.dtype.kind not in "fiu":  # never compared after a silent conversion (complex, strings, objects)
         raise DTypeError(f"{user.name} returned an output of dtype {output.dtype}, expected a real floating array")
     n, d_in = x.shape[-2:]
@@ -399,7 +438,7 @@ def _check(user: UserAttention, x: np.ndarray | None, weights: Mapping[str, Any]
         report.backward = check_backward(
             forward, backward, x, W, name=user.name, title=title, causal=causal, num_heads=user.num_heads
         )
-        if causal and user.kind == "class":
+        if causal and user.kind == "class" and with_dropout:
             obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
             if getattr(obj, "out_proj", None) is not None:
                 _identity_out_proj(obj, d_out, user.name)
@@ -424,7 +463,7 @@ def _multihead_diagnosis(
             max_diff = float(np.nanmax(np.where(np.isfinite(out), np.abs(out - expected), np.inf)))
     if not np.all(np.isfinite(out)):
         symptoms.append(Symptom("non_finite", "the output holds NaN or inf"))
-    correct = max_diff is not None and max_diff <= 1e-5 + 1e-4 * float(np.max(np.abs(expected)))
+    correct = matches(out, expected)
     return Diagnosis(
         correct, (), tuple(symptoms), (), max_diff, expected, out, shape_check, True,
         label=f"multi-head causal attention, {num_heads} heads, no output projection",

@@ -8,28 +8,75 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array
+from npattn._checks import as_array, from_tensor
 from npattn.debug.formulas import WEIGHT_NAMES
-from npattn.errors import ConfigError, ShapeError
+from npattn.errors import ConfigError, DTypeError, ShapeError
 
-__all__ = ["check_weights", "gradient_array", "to_numpy", "weights_of"]
+__all__ = [
+    "check_weights",
+    "check_weights_and_biases",
+    "describe_value",
+    "gradient_array",
+    "refuse_biases",
+    "returned_array",
+    "to_numpy",
+    "weights_of",
+]
 
 
 def to_numpy(value: Any) -> np.ndarray:
-    """An ndarray from an ndarray, an npattn Parameter, a torch tensor (detached) or nested lists."""
+    """An ndarray from an ndarray, an npattn Parameter, a torch tensor (detached; bfloat16 widened
+    to float32 exactly, as the modules take it) or nested lists."""
     if hasattr(value, "detach") and hasattr(value, "cpu"):  # a torch tensor, without importing torch
-        value = value.detach().cpu().numpy()
+        value = from_tensor(value)
     elif hasattr(value, "numpy") and not isinstance(value, np.ndarray):
         value = value.numpy()
     return np.asarray(value)
 
 
+def returned_array(value: Any, who: str) -> np.ndarray:
+    """``to_numpy`` of what the user's code ``who`` returned, run outside the user's code so that a
+    value npattn cannot read is reported as what it is, never as the user's code raising.
+
+    Raises:
+        DTypeError: naming the returned value (type, and dtype/device for a tensor), why it cannot be
+            read, and what was expected.
+    """
+    try:
+        return to_numpy(value)
+    except Exception as exc:
+        several = isinstance(value, tuple) and any(isinstance(v, np.ndarray) or hasattr(v, "detach") for v in value)
+        hint = " (the output alone: a forward that returns (output, cache) is NAME_forward, with NAME_backward)"
+        raise DTypeError(
+            f"{who} returned {describe_value(value)}, which npattn cannot read as an array "
+            f"({type(exc).__name__}: {str(exc)[:100]}); expected a real floating ndarray or a CPU torch tensor"
+            + (hint if several else "")
+        ) from None
+
+
+def describe_value(value: Any) -> str:
+    """``a list``, ``a torch tensor of dtype torch.float32 on meta, shape (6, 2)``, ``a Weird``."""
+    kind = type(value).__name__
+    if hasattr(value, "detach") and hasattr(value, "dtype"):
+        shape = tuple(getattr(value, "shape", ()))
+        return f"a torch tensor of dtype {value.dtype} on {getattr(value, 'device', '?')}, shape {shape}"
+    article = "an" if kind[:1].lower() in "aeiou" else "a"
+    if isinstance(value, tuple) and 0 < len(value) <= 8:  # (out, cache, 1): say what is in it
+        parts = [
+            f"ndarray {v.shape}" if isinstance(v, np.ndarray) else describe_value(v).split(" ", 1)[1] for v in value
+        ]
+        return f"{article} {kind} of {len(value)} ({', '.join(parts)})"
+    return f"{article} {kind}"
+
+
 def weights_of(obj: Any, names: Sequence[str] = WEIGHT_NAMES) -> dict[str, np.ndarray]:
-    """The (d_in, d_out) weight matrices of a module, an object, or a mapping (a state dict).
+    """The (d_in, d_out) weight matrices of a module, an object, or a mapping (a state dict), and
+    their (d_out,) biases where there are any, under ``"W_query.bias"`` (a state dict's key).
 
     Accepts for each name: an array or Parameter (used as it is, (d_in, d_out)), or a Linear-like
-    layer with ``.weight`` (out_features, in_features), whose transpose is used. In a mapping,
-    ``"W_query.weight"`` keys (a state dict of Linear layers) are transposed the same way.
+    layer with ``.weight`` (out_features, in_features), whose transpose is used, and its ``.bias``
+    unless None. In a mapping, ``"W_query.weight"`` keys (a state dict of Linear layers) are
+    transposed the same way and ``"W_query.bias"`` keys are the biases.
 
     Raises:
         ConfigError: a weight is missing (the message lists what was found).
@@ -37,6 +84,7 @@ def weights_of(obj: Any, names: Sequence[str] = WEIGHT_NAMES) -> dict[str, np.nd
     out: dict[str, np.ndarray] = {}
     missing = []
     for name in names:
+        bias: Any = None
         if isinstance(obj, Mapping):
             if name in obj:
                 out[name] = as_array(to_numpy(obj[name]), name)
@@ -44,14 +92,18 @@ def weights_of(obj: Any, names: Sequence[str] = WEIGHT_NAMES) -> dict[str, np.nd
                 out[name] = as_array(to_numpy(obj[f"{name}.weight"]), name).T
             else:
                 missing.append(name)
-            continue
-        attr = getattr(obj, name, None)
-        if attr is None:
-            missing.append(name)
-        elif hasattr(attr, "weight") and not isinstance(attr, np.ndarray):
-            out[name] = as_array(to_numpy(attr.weight), f"{name}.weight").T
+            bias = obj.get(f"{name}.bias")
         else:
-            out[name] = as_array(to_numpy(attr), name)
+            attr = getattr(obj, name, None)
+            if attr is None:
+                missing.append(name)
+            elif hasattr(attr, "weight") and not isinstance(attr, np.ndarray):
+                out[name] = as_array(to_numpy(attr.weight), f"{name}.weight").T
+                bias = getattr(attr, "bias", None)
+            else:
+                out[name] = as_array(to_numpy(attr), name)
+        if bias is not None:
+            out[f"{name}.bias"] = as_array(to_numpy(bias), f"{name}.bias")
     if missing:
         have = sorted(map(str, obj)) if isinstance(obj, Mapping) else [a for a in dir(obj) if a.startswith("W_")]
         raise ConfigError(
@@ -62,11 +114,43 @@ def weights_of(obj: Any, names: Sequence[str] = WEIGHT_NAMES) -> dict[str, np.nd
 
 
 def check_weights(x: Any, weights: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Validate x (..., n, d_in) and the three (d_in, d_out) weights; returns float64 copies.
+    """Validate x (..., n, d_in) and the three (d_in, d_out) weights; returns float64 copies. For
+    the checks that model attention without biases: biases that are not all zero are refused.
 
     Raises:
-        ConfigError: a weight missing, or NaN/inf in x or a weight (no check can pass or fail on
-            them). ShapeError: shapes that do not fit together.
+        ConfigError: a weight missing, NaN/inf in x or a weight (no check can pass or fail on
+            them), a nonzero bias. ShapeError: shapes that do not fit together.
+    """
+    x64, Ws, biases = check_weights_and_biases(x, weights)
+    refuse_biases({f"{name}.bias": b for name, b in zip(WEIGHT_NAMES, biases)})
+    return (x64, *Ws)  # type: ignore[return-value]
+
+
+def refuse_biases(biases: Mapping[str, Any]) -> None:
+    """Refuse the ``"W_query.bias"`` ... entries of ``weights_of``'s result that are not all zero,
+    for the checks that compute (or hand user code) W_query, W_key and W_value only.
+
+    Raises:
+        ConfigError: naming the nonzero biases.
+    """
+    used = [name for name, b in biases.items() if name.endswith(".bias") and np.any(to_numpy(b))]
+    if used:
+        raise ConfigError(
+            f"the weights hold nonzero biases ({', '.join(used)}): this check computes x @ W_query, "
+            "x @ W_key, x @ W_value without biases, so it cannot judge attention that adds them "
+            "(check_rows, check_rows_of and diagnose include them; here use qkv_bias=False)"
+        )
+
+
+def check_weights_and_biases(
+    x: Any, weights: Mapping[str, Any]
+) -> tuple[np.ndarray, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """``check_weights`` for the checks that include biases: (x, (W_query, W_key, W_value),
+    (b_query, b_key, b_value)) as float64 copies, a missing bias as zeros (d_out,).
+
+    Raises:
+        ConfigError: a weight missing, NaN/inf in x, a weight or a bias. ShapeError: shapes that
+            do not fit together (a bias must be (d_out,)).
     """
     W = weights_of(weights)
     x64 = np.asarray(as_array(to_numpy(x), "x"), dtype=np.float64)
@@ -74,18 +158,22 @@ def check_weights(x: Any, weights: Mapping[str, Any]) -> tuple[np.ndarray, np.nd
         raise ShapeError(f"x: expected shape (n, d_in) or (batch, n, d_in), got {x64.shape}")
     d_in = x64.shape[-1]
     d_out = W["W_query"].shape[-1] if W["W_query"].ndim == 2 else None
-    shapes = {w.shape for w in W.values()}
+    shapes = {W[n].shape for n in WEIGHT_NAMES}
     if len(shapes) == 1 and W["W_query"].ndim == 2 and W["W_query"].shape[0] != d_in:  # the weights agree: x is off
         raise ShapeError(
             f"x: expected shape (..., n, d_in={W['W_query'].shape[0]}) for weights of shape {W['W_query'].shape} "
             f"(d_in, d_out), got {x64.shape}"
         )
-    for name, w in W.items():
+    for name in WEIGHT_NAMES:
+        w = W[name]
         if w.ndim != 2 or w.shape != (d_in, d_out):
             raise ShapeError(
                 f"{name}: expected shape (d_in={d_in}, d_out) with the same d_out for all three weights "
                 f"(W_query is {W['W_query'].shape}), got {w.shape}"
             )
+        bias = W.get(f"{name}.bias")
+        if bias is not None and bias.shape != (d_out,):
+            raise ShapeError(f"{name}.bias: expected shape (d_out={d_out},), got {bias.shape}")
     for name, a in (("x", x64), *W.items()):
         finite = int(np.count_nonzero(np.isfinite(a)))
         if finite != a.size:
@@ -93,7 +181,10 @@ def check_weights(x: Any, weights: Mapping[str, Any]) -> tuple[np.ndarray, np.nd
                 f"{name} holds NaN or inf ({a.size - finite} of {a.size} entries non-finite): "
                 "expected finite numbers (nothing can be checked against a non-finite input)"
             )
-    return (x64, *(np.asarray(W[n], dtype=np.float64) for n in WEIGHT_NAMES))  # type: ignore[return-value]
+    Ws = tuple(np.asarray(W[n], dtype=np.float64) for n in WEIGHT_NAMES)
+    zeros = np.zeros(d_out or 0)
+    biases = tuple(np.asarray(W.get(f"{n}.bias", zeros), dtype=np.float64) for n in WEIGHT_NAMES)
+    return x64, Ws, biases
 
 
 def gradient_array(value: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndarray | None, str]:
@@ -105,9 +196,7 @@ def gradient_array(value: Any, expected_shape: tuple[int, ...]) -> tuple[np.ndar
     if value is None:
         return None, "missing"
     try:
-        if all(callable(getattr(value, m, None)) for m in ("detach", "cpu", "numpy")):  # a torch tensor
-            value = value.detach().cpu().numpy()
-        arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+        arr = value if isinstance(value, np.ndarray) else np.asarray(from_tensor(value))  # bfloat16 widened
     except Exception as exc:
         return None, f"not an array ({type(value).__name__}: {type(exc).__name__}: {str(exc)[:60]})"
     kind = arr.dtype.kind

@@ -51,13 +51,15 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool, check_positive_int, check_probability
-from npattn.errors import ConfigError, DTypeError, ShapeError
+from npattn._checks import as_array, check_bool, check_positive_int
+from npattn.errors import ConfigError, ShapeError
 from npattn.kernels.blocks import splits_slabs
 from npattn.kernels.fused import fused_backward, fused_forward
 from npattn.kernels.tiled import tiled_backward, tiled_forward
 from npattn.nn import functional as F
 from npattn.nn.functional import Recorder
+from npattn.nn.functional.attention import check_head_dim
+from npattn.nn.functional.contract import StageCache, check_bool_mask, check_dropout, stage_cache
 
 __all__ = [
     "AUTO_SMALL",
@@ -173,10 +175,12 @@ def attention(
 
     Raises:
         ConfigError: unknown ``impl``, a bad block size, ``causal`` not a bool, both ``causal`` and
-            ``mask``, ``dropout_p`` outside [0, 1), ``record`` not callable.
+            ``mask``, ``dropout_p`` outside [0, 1), ``dropout_p`` > 0 without ``dropout_keep`` (no
+            dropout would run), ``record`` not callable.
         ShapeError, DTypeError: inputs that are not (..., n, k), (..., m, k), (..., m, kv) arrays of
             real numbers, or that the chosen path cannot take (the fast paths need equal leading
-            axes; the reference path broadcasts); a ``mask`` or ``dropout_keep`` that is not a bool array.
+            axes; the reference path broadcasts); k = 0 (the scale 1/sqrt(k) is undefined); a
+            ``mask`` or ``dropout_keep`` that is not a bool array.
     """
     if causal is not False and causal is not True:
         causal = check_bool(causal, "causal")
@@ -184,7 +188,9 @@ def attention(
     for i, a in enumerate(arrays):  # the common case costs a few attribute reads; anything else is converted
         if type(a) is not np.ndarray or a.ndim < 2 or a.dtype.kind != "f":
             arrays[i] = _operand(a, ("queries", "keys", "values")[i])
+    check_head_dim(arrays[0], arrays[1], "attention")
     plain = mask is None and dropout_keep is None and record is None and block_q is None and block_k is None
+    plain = plain and type(dropout_p) is float and dropout_p == 0.0  # nothing optional to check
     if not plain:
         mask, dropout_keep = _check_options(causal, mask, dropout_keep, dropout_p, record, block_q, block_k)
     chosen = choose_impl(impl, *arrays, dropout=dropout_keep is not None or mask is not None, record=record)
@@ -192,7 +198,8 @@ def attention(
         "dropout_keep": dropout_keep, "dropout_p": dropout_p, "block_q": block_q, "block_k": block_k, "record": record
     }
     q, k, v = arrays
-    dtype = q.dtype if q.dtype == k.dtype == v.dtype else np.result_type(q.dtype, k.dtype, v.dtype)
+    dtypes = (q.dtype, k.dtype, v.dtype)
+    dtype = dtypes[0] if dtypes[0] == dtypes[1] == dtypes[2] else np.result_type(*dtypes)
     compute = dtype if dtype.itemsize >= 4 else np.dtype(np.float32)  # compute_dtype(dtype)
     # With copy (the default), the cache refers to private arrays, never to the caller's.
     out, inner = _run(
@@ -208,30 +215,26 @@ def attention(
     # The fast paths' caches hold their output: the caller gets a copy of it.
     if chosen != "reference" or out.dtype != dtype:
         out = out.astype(dtype)
-    return out, (chosen, inner, compute, (q.dtype, k.dtype, v.dtype), out.shape)
+    return out, stage_cache((chosen, inner, compute, dtypes, out.shape), "kernels.attention", (out.shape,))
 
 
 def _check_options(
     causal: bool,
     mask: Any,
     dropout_keep: Any,
-    dropout_p: float,
+    dropout_p: Any,
     record: Any,
     block_q: int | None,
     block_k: int | None,
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """``attention``'s optional arguments checked; returns mask and dropout_keep as arrays (or None)."""
     if mask is not None:
-        mask = np.asarray(mask)
-        if mask.dtype != bool:
-            raise DTypeError(f"mask must be a bool array (True = masked), got dtype {mask.dtype}")
+        mask = check_bool_mask(np.asarray(mask), "mask", "True = masked")
         if causal:
             raise ConfigError("attention: pass either causal=True or a mask, not both")
     if dropout_keep is not None:
-        dropout_keep = np.asarray(dropout_keep)
-        if dropout_keep.dtype != bool:
-            raise DTypeError(f"dropout_keep must be a bool array (True = kept), got dtype {dropout_keep.dtype}")
-        check_probability(dropout_p, "dropout_p")
+        dropout_keep = check_bool_mask(np.asarray(dropout_keep), "dropout_keep", "True = kept")
+    check_dropout(dropout_keep, dropout_p, "attention")
     if record is not None and not callable(record):
         raise ConfigError(f"record must be None or a function record(name, array), got {type(record).__name__}")
     if block_q is not None:
@@ -249,8 +252,12 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
         ConfigError: ``cache`` is not the one ``attention`` returned.
         ShapeError, DTypeError: ``d_context_vec`` not an array of the forward output's shape.
     """
-    if not (isinstance(cache, tuple) and len(cache) == 5 and cache[0] in IMPLS[1:]):
-        raise ConfigError(f"attention_backward: cache must be what attention() returned, got {type(cache).__name__}")
+    if not (type(cache) is StageCache and cache.stage == "kernels.attention"):
+        if isinstance(cache, StageCache):
+            got = f"the cache {cache.stage} returned (pass it to the backward of the forward that made it)"
+        else:
+            got = f"{type(cache).__name__} {cache!r:.40}"
+        raise ConfigError(f"kernels.attention_backward: cache must be the cache kernels.attention returned, got {got}")
     chosen, inner, compute, dtypes, out_shape = cache
     d = d_context_vec
     if type(d) is not np.ndarray or d.dtype.kind != "f":

@@ -14,7 +14,10 @@ from npattn import kernels
 from npattn._checks import (
     as_batched_input,
     as_input,
+    check_allocation,
     check_bool,
+    check_bytes,
+    check_float_dtype,
     check_grad_output,
     check_positive_int,
     check_probability,
@@ -141,6 +144,7 @@ class _ProjectedAttention(Module):
         the book's float buffer.
         """
         self.context_length = check_positive_int(context_length, "context_length")
+        check_allocation((self.context_length,) * 2, bool, f"context_length={self.context_length}: the causal mask")
         self.dropout = Dropout(check_probability(dropout, "dropout"), rng=generator)
         self.register_buffer("mask", F.causal_mask(self.context_length))
 
@@ -208,8 +212,9 @@ class _ProjectedAttention(Module):
         return x, {"mask": mask.copy()}  # the forward's own: editing the buffer cannot change dx
 
     def _dropout_args(self, shape: tuple[int, ...]) -> dict[str, Any]:
-        """Stage 4's arguments for kernels.attention: the keep mask (None = identity) and p."""
-        return {"dropout_keep": self.dropout.keep_mask(shape), "dropout_p": self.dropout.p}
+        """Stage 4's arguments for kernels.attention: the keep mask and p (None and 0.0: identity)."""
+        keep = self.dropout.keep_mask(shape)
+        return {"dropout_keep": keep, "dropout_p": self.dropout.p if keep is not None else 0.0}
 
 
 class SelfAttention_v2(_ProjectedAttention):
@@ -351,6 +356,11 @@ class MultiHeadAttentionWrapper(Module):
     ) -> None:
         super().__init__()
         self.num_heads = check_positive_int(num_heads, "num_heads")
+        n = check_positive_int(context_length, "context_length")
+        d_in, d_out = check_positive_int(d_in, "d_in"), check_positive_int(d_out, "d_out")
+        per_head = 3 * (d_in + 1) * d_out * check_float_dtype(dtype).itemsize + n * n + 4096  # weights, mask, objects
+        what = f"num_heads={self.num_heads} heads of d_in={d_in}, d_out={d_out}, context_length={n}"
+        check_bytes(self.num_heads * per_head, f"MultiHeadAttentionWrapper with {what}")
         generator = resolve_rng(rng)
         self.heads = ModuleList(
             [

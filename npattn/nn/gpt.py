@@ -17,6 +17,8 @@ import numpy as np
 from npattn._checks import (
     as_array,
     check_bool,
+    check_bytes,
+    check_float_dtype,
     check_grad_output,
     check_nonnegative_int,
     check_positive_int,
@@ -58,6 +60,19 @@ def _checked(cfg: Any) -> dict[str, Any]:
             f"n_heads={cfg['n_heads']}"
         )
     return cfg
+
+
+def _check_size(cfg: dict[str, Any], dtype: Any) -> None:
+    """Refuse, before building anything, a GPT whose parameters and causal masks exceed memory."""
+    v, n, e, layers = cfg["vocab_size"], cfg["context_length"], cfg["emb_dim"], cfg["n_layers"]
+    per_block = 12 * e * e + (16 if cfg["qkv_bias"] else 13) * e  # attention, feed forward, two layer norms
+    weights = layers * per_block + 2 * v * e + n * e + 2 * e  # + embeddings, output head, final norm
+    nbytes = weights * check_float_dtype(dtype).itemsize + layers * (n * n + 16384)  # + a mask and objects per block
+    check_bytes(
+        nbytes,
+        f"GPTModel(cfg) with vocab_size={v}, context_length={n}, emb_dim={e}, n_layers={layers}: "
+        f"{weights:,} parameters, {layers} causal masks and blocks",
+    )
 
 
 class TransformerBlock(Module):
@@ -166,6 +181,7 @@ class GPTModel(Module):
     ) -> None:
         super().__init__()
         cfg = _checked(cfg)
+        _check_size(cfg, dtype)
         self.cfg = cfg
         generator = resolve_rng(rng)
         self.tok_emb = Embedding(cfg["vocab_size"], cfg["emb_dim"], rng=generator, dtype=dtype)

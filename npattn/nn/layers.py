@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import as_array, as_features, check_bool, check_grad_output, check_positive_int, check_probability
-from npattn.errors import DTypeError, ShapeError
+from npattn.errors import ShapeError
 from npattn.nn import functional as F
+from npattn.nn.functional.contract import check_bool_mask
 from npattn.nn.module import Module, Parameter
 from npattn.random import RNGLike, TorchGenerator, linear_init_bounds, resolve_rng, uniform_init
 
@@ -121,9 +122,7 @@ class Dropout(Module):
     @fixed_keep.setter
     def fixed_keep(self, keep: Any) -> None:
         if keep is not None:
-            keep = np.asarray(keep)
-            if keep.dtype != bool:
-                raise DTypeError(f"fixed_keep must be a bool array (True = kept), got dtype {keep.dtype}")
+            keep = check_bool_mask(np.asarray(keep), "fixed_keep", "True = kept")
         object.__setattr__(self, "_fixed_keep", keep)
 
     def extra_repr(self) -> str:

@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import as_array
-from npattn.errors import ConfigError, ShapeError
+from npattn.errors import ConfigError, DTypeError, ShapeError
+from npattn.nn.functional.contract import wrap_stages
 from npattn.nn.module import Module
 
 __all__ = [
@@ -41,6 +42,12 @@ def _check_reduction(reduction: str) -> str:
     return reduction
 
 
+def _check_real(stage: str, input: np.ndarray) -> None:
+    """The stages' rule: real numbers (complex input came back as a complex loss)."""
+    if input.dtype.kind not in "fiu":
+        raise DTypeError(f"{stage}: input must hold real numbers (float or int), got dtype {input.dtype}")
+
+
 def _reduce(per_element: np.ndarray, reduction: str, count: float) -> np.ndarray:
     """'none' -> the array itself; 'sum' -> its sum; 'mean' -> its sum / count (0-d arrays)."""
     if reduction == "none":
@@ -51,7 +58,7 @@ def _reduce(per_element: np.ndarray, reduction: str, count: float) -> np.ndarray
 
 def _unreduce(d_loss: Any, shape: tuple[int, ...], reduction: str, count: float, dtype: np.dtype) -> np.ndarray:
     """The gradient of ``_reduce`` w.r.t. its per-element input: broadcast d_loss back to ``shape``."""
-    d = np.asarray(d_loss, dtype=dtype)
+    d = as_array(d_loss, "d_loss", dtype)  # real numbers only: a complex d_loss is refused
     if reduction == "none":
         if d.shape != shape:
             raise ShapeError(f"d_loss: expected shape {shape} (the unreduced loss's), got {d.shape}")
@@ -70,8 +77,9 @@ def mse_loss_forward(input: np.ndarray, target: Any, reduction: str = "mean") ->
 
     Raises:
         ShapeError: target of another shape than input (PyTorch would broadcast and warn).
-        ConfigError: an unknown reduction.
+        ConfigError: an unknown reduction. DTypeError: input not real numbers.
     """
+    _check_real("mse_loss_forward", input)
     reduction = _check_reduction(reduction)
     target = as_array(target, "target", input.dtype)
     if target.shape != input.shape:
@@ -108,8 +116,9 @@ def cross_entropy_forward(input: np.ndarray, target: Any, reduction: str = "mean
 
     Raises:
         ShapeError: a 0-d input, or a target that fits neither layout.
-        ConfigError: class indices outside [0, C), or an unknown reduction.
+        ConfigError: class indices outside [0, C), or an unknown reduction. DTypeError: input not real numbers.
     """
+    _check_real("cross_entropy_forward", input)
     reduction = _check_reduction(reduction)
     if input.ndim == 0:
         raise ShapeError("cross_entropy: input must have a class axis, got a 0-d array")
@@ -151,6 +160,11 @@ def cross_entropy_backward(d_loss: Any, cache: tuple) -> tuple[np.ndarray]:
     d_per_target = np.expand_dims(_unreduce(d_loss, shape, reduction, count, log_probs.dtype), axis)
     p_total = np.sum(probs, axis=axis, keepdims=True)  # 1 for one-hot or normalised targets
     return ((np.exp(log_probs) * p_total - probs) * d_per_target,)
+
+
+# The stage pairs' checks (npattn.nn.functional.contract): arrays, caches tagged by their forward,
+# every backward refusing a cache its forward did not return.
+wrap_stages(globals(), ["mse_loss_forward", "mse_loss_backward", "cross_entropy_forward", "cross_entropy_backward"])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ import numpy as np
 from npattn._checks import as_array, check_bool, check_float_dtype, grad_problem
 from npattn.errors import BackwardError, ConfigError, DTypeError, StateDictError
 from npattn.nn.functional import Recorder
-from npattn.nn.parameter import Parameter
+from npattn.nn.parameter import Parameter, shared_grads, zero_grads
 
 __all__ = ["IncompatibleKeys", "Module", "ModuleList", "Parameter"]
 
@@ -172,19 +172,14 @@ class Module:
         """``train(False)``: dropout becomes the identity."""
         return self.train(False)
 
-    def zero_grad(self) -> None:
+    def zero_grad(self, set_to_none: bool = False) -> None:
         """Set every trainable Parameter's ``.grad`` to zeros: in place when it is a writeable array
-        of the parameter's shape and dtype, a new zeros array when it is anything else; a ``.grad``
-        of None stays None (a frozen Parameter's, or one set to None, which backward starts from zeros)."""
+        of the parameter's shape and dtype that shares no memory with another ``.grad`` or a weight,
+        a new zeros array otherwise; a ``.grad`` of None stays None (a frozen Parameter's, or one
+        set to None, which backward starts from zeros). ``set_to_none=True`` (PyTorch's keyword and
+        default) sets every ``.grad`` to None instead; npattn's default stays False (zeros)."""
         # A module without children owns all its parameters: no need to walk the tree.
-        for param in self.parameters() if self._modules else self._parameters.values():
-            g, data = param.grad, param._data
-            if g is None:
-                continue
-            if type(g) is np.ndarray and g.shape == data.shape and g.dtype == data.dtype and g.flags.writeable:
-                g[...] = 0
-            else:
-                param.grad = np.zeros_like(data)
+        zero_grads(self.parameters() if self._modules else self._parameters.values(), set_to_none)
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
         """Freeze (False) or unfreeze (True) every Parameter (``Module.requires_grad_``); returns self."""
@@ -197,6 +192,10 @@ class Module:
         device ``"cpu"`` (``torch.device("cpu")`` too) is accepted and changes nothing, since npattn
         runs on the CPU. PyTorch's forms: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
         ``to(device=..., dtype=...)``. Returns self.
+
+        One rule for the last forward: a call that changes nothing (the CPU, the dtype every
+        floating array already has) keeps the arrays and the forward, so ``backward`` still works;
+        a call that changes a dtype discards the forward (``backward`` then raises BackwardError).
 
         Raises:
             DTypeError: not a floating dtype (nor a device).
@@ -221,6 +220,8 @@ class Module:
         floating = [(name, arr) for name, (_, _, arr) in self._state_targets().items() if arr.dtype.kind == "f"]
         params = list(self.named_parameters())
         grads = [(f"{name}.grad", p.grad) for name, p in params if isinstance(p.grad, np.ndarray)]
+        if all(arr.dtype == dtype for _, arr in floating + grads):
+            return self  # nothing to change: the same arrays, and the last forward stays usable
         too_large = [
             problem
             for name, arr in floating + grads
@@ -374,15 +375,20 @@ class Module:
             problem = grad_problem(param.grad, param.data, d.shape)
             if problem is not None:
                 raise BackwardError(self._describe_grad_problem(param, problem))
+        for param, other, what in shared_grads(param for param, _ in grads)[:1]:
+            theirs = "its own .data" if other is param and what == "data" else f"{self._name(other)}.{what}"
+            raise BackwardError(self._describe_grad_problem(param, f"shares memory with {theirs}"))
         for param, d in grads:
             if param.grad is None and param._requires_grad:
                 param.grad = np.zeros_like(param.data)
             param.accumulate_grad(d)
 
+    def _name(self, param: Parameter) -> str:
+        return next((n for n, p in self.named_parameters() if p is param), "a parameter")
+
     def _describe_grad_problem(self, param: Parameter, problem: str) -> str:
-        name = next((n for n, p in self.named_parameters() if p is param), "a parameter")
         return (
-            f"{type(self).__name__}.backward(): {name}.grad {problem}; no gradient was changed "
+            f"{type(self).__name__}.backward(): {self._name(param)}.grad {problem}; no gradient was changed "
             "(set it to None or to zeros of the parameter's shape and dtype, e.g. with zero_grad())"
         )
 

@@ -6,13 +6,14 @@ dtype; None when frozen). ``npattn.nn.module`` re-exports it next to Module.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from npattn._checks import as_array, check_bool
 
-__all__ = ["Parameter"]
+__all__ = ["Parameter", "shared_grads", "zero_grads"]
 
 
 class Parameter:
@@ -23,7 +24,8 @@ class Parameter:
 
     ``.grad`` of a trainable Parameter may be set to None (``backward`` then starts it from zeros,
     like PyTorch; ``zero_grad`` leaves it None) or to an array of the data's shape and dtype;
-    ``backward`` refuses anything else before it changes any gradient.
+    ``backward`` refuses anything else before it changes any gradient, and so a ``.grad`` that
+    shares memory with another ``.grad`` or with a parameter's ``.data`` (``shared_grads``).
 
     Raises:
         DTypeError: data that is not real floating point (ints are converted to float64).
@@ -109,3 +111,57 @@ class Parameter:
     def __repr__(self) -> str:
         body = np.array2string(self._data, precision=4, suppress_small=True)
         return f"Parameter(shape={self.shape}, dtype={self.dtype}):\n{body}"
+
+
+def shared_grads(params: Iterable[Parameter]) -> list[tuple[Parameter, Parameter, str]]:
+    """Every ``(p, q, what)`` where ``p``'s ``.grad`` shares memory with ``q``'s ``.grad``
+    (``what`` = "grad") or ``q``'s ``.data`` ("data"; ``q`` may be ``p``): accumulating into it would
+    give both gradients the sum, or change a weight. Arrays are grouped by the buffer they view
+    (``.base``), so only arrays over one buffer are compared (exactly, ``np.shares_memory``).
+    """
+    params = list({id(p): p for p in params}.values())
+    buffers = [id(p._data if p._data.base is None else p._data.base) for p in params]
+    grads = [p.grad for p in params if type(p.grad) is np.ndarray]
+    buffers += [id(g if g.base is None else g.base) for g in grads]
+    if len(set(buffers)) == len(buffers):
+        return []  # the common case: every array over a buffer of its own
+    arrays: dict[int, list[tuple[np.ndarray, Parameter, str]]] = {}
+    for p in params:
+        entries = [(p._data, "data")] + ([(p.grad, "grad")] if type(p.grad) is np.ndarray else [])
+        for a, what in entries:
+            arrays.setdefault(id(a if a.base is None else a.base), []).append((a, p, what))
+    found = []
+    for group in arrays.values():
+        for i, (a, p, what) in enumerate(group):
+            if what == "grad":
+                found += [
+                    (p, q, other)
+                    for j, (b, q, other) in enumerate(group)
+                    if (other == "data" or j > i) and np.shares_memory(a, b)
+                ]
+    return found
+
+
+def zero_grads(params: Iterable[Parameter], set_to_none: Any = False) -> None:
+    """``zero_grad`` of modules and optimizers: every ``.grad`` that is not None becomes zeros, in
+    place when it is a writeable array of its parameter's shape and dtype that shares no memory
+    with another ``.grad`` or a weight (zeroing it would zero those too), else a new zeros array;
+    ``set_to_none=True`` sets every ``.grad`` to None instead (PyTorch's keyword).
+
+    Raises:
+        ConfigError: set_to_none not a bool.
+    """
+    set_to_none = check_bool(set_to_none, "set_to_none")
+    params = list(params)
+    shared = set() if set_to_none else {id(p) for p, _, _ in shared_grads(params)}
+    for param in params:
+        g, data = param.grad, param._data
+        if g is None or set_to_none:
+            param.grad = None
+        elif type(g) is np.ndarray and g.shape == data.shape and g.dtype == data.dtype and g.flags.writeable:
+            if id(param) in shared:
+                param.grad = np.zeros_like(data)
+            else:
+                g[...] = 0
+        else:
+            param.grad = np.zeros_like(data)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_float_dtype, check_grad_output, check_positive_int
+from npattn._checks import as_array, check_allocation, check_float_dtype, check_grad_output, check_positive_int
 from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
 from npattn.nn.layers import Linear
@@ -28,13 +28,21 @@ CONFIG_KEYS = ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers",
 
 
 def check_config(cfg: Any, keys: tuple[str, ...] = CONFIG_KEYS) -> dict[str, Any]:
-    """The book's config dict with ``keys`` present; extra keys are allowed (the book adds none).
+    """The book's config dict with ``keys`` present and no key outside ``CONFIG_KEYS`` (the book's
+    configs never add one, and a misspelt key such as "emb_dimm" would otherwise be ignored
+    silently; the optimizers refuse misspelt settings the same way).
 
     Raises:
-        ConfigError: not a mapping, or a key missing (names every missing key).
+        ConfigError: not a mapping, a key missing (names every missing key), or an unknown key
+            (names it and the known ones).
     """
     if not hasattr(cfg, "keys") or not hasattr(cfg, "__getitem__"):
         raise ConfigError(f"cfg must be a dict like the book's GPT_CONFIG_124M, got {type(cfg).__name__}")
+    unknown = [k for k in cfg.keys() if k not in CONFIG_KEYS]
+    if unknown:
+        raise ConfigError(
+            f"cfg has unknown key(s) {', '.join(map(repr, unknown))}; the book's GPT config has {list(CONFIG_KEYS)}"
+        )
     missing = [k for k in keys if k not in cfg]
     if missing:
         raise ConfigError(f"cfg is missing {', '.join(map(repr, missing))} (the book's GPT config has {list(keys)})")
@@ -46,9 +54,10 @@ def normal_init(rng: np.random.Generator | TorchGenerator, shape: tuple[int, ...
     with a TorchGenerator, bit-identical to ``torch.empty(shape).normal_()`` after the same seed.
 
     Raises:
-        DTypeError: ``dtype`` is not a floating dtype.
+        DTypeError: ``dtype`` is not a floating dtype. ConfigError: a shape larger than memory.
     """
     dtype = check_float_dtype(dtype)
+    check_allocation(shape, dtype, "a parameter")
     if isinstance(rng, TorchGenerator):
         values = rng.normal(shape, 0.0, 1.0, np.float32)
     else:
@@ -112,6 +121,9 @@ class LayerNorm(Module):
         self.emb_dim = check_positive_int(emb_dim, "emb_dim")
         self.eps = 1e-5
         dtype = check_float_dtype(dtype)
+        check_allocation(
+            (self.emb_dim,), check_float_dtype(dtype), f"LayerNorm(emb_dim={self.emb_dim}): scale and shift", 2
+        )
         self.scale = Parameter(np.ones(self.emb_dim, dtype=dtype))
         self.shift = Parameter(np.zeros(self.emb_dim, dtype=dtype))
 

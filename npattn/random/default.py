@@ -14,7 +14,7 @@ from typing import Any, Union
 
 import numpy as np
 
-from npattn._checks import check_float_dtype
+from npattn._checks import check_allocation, check_float_dtype
 from npattn.errors import ConfigError
 from npattn.random.generator import TorchGenerator
 
@@ -98,8 +98,10 @@ def uniform_init(
 
     Raises:
         DTypeError: ``dtype`` is not a floating dtype (every module's ``dtype`` argument lands here).
+        ConfigError: a shape larger than this machine's memory (every module's size arguments land here).
     """
     dtype = check_float_dtype(dtype)
+    check_allocation(shape, dtype, "a parameter")
     if isinstance(rng, TorchGenerator):
         values = rng.uniform(shape, low, high, np.float32)
     else:

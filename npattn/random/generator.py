@@ -25,12 +25,18 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import check_finite, check_float_dtype, check_nonnegative_int
+from npattn._checks import check_bytes, check_finite, check_float_dtype, check_nonnegative_int
 from npattn.errors import ConfigError, DTypeError
 from npattn.random.boxmuller import box_muller_pair, normal_blocks
 from npattn.random.fma import fma_float32, fma_float64
 
-__all__ = ["TorchGenerator", "torch_seed", "uniform53_below"]
+__all__ = ["TORCH_DEFAULT_SEED", "TorchGenerator", "torch_seed", "uniform53_below"]
+
+TORCH_DEFAULT_SEED = 67280421310721
+"""The seed of a ``torch.Generator()`` made without one (``torch.Generator().initial_seed()``,
+c10's ``default_rng_seed_val``): ``TorchGenerator()`` starts from it too."""
+
+_STATE_KEYS = ("seed", "key", "pos", "normal_cache")
 
 _F32_MASK = np.uint32((1 << 24) - 1)
 _F32_SCALE = np.float32(2.0**-24)
@@ -55,12 +61,17 @@ def torch_seed(seed: Any) -> int:
     return seed % 2**64
 
 
-def _shape(size: tuple[Any, ...], what: str) -> tuple[int, ...]:
-    """``f(2, 3)`` and ``f((2, 3))`` both mean shape (2, 3)."""
+def _shape(size: tuple[Any, ...], what: str, bytes_per_element: int) -> tuple[int, ...]:
+    """``f(2, 3)`` and ``f((2, 3))`` both mean shape (2, 3); ``f(3)`` means (3,).
+
+    Samples of ``bytes_per_element`` bytes each that need more than this machine's memory are
+    refused before anything is drawn (as every array npattn allocates, ``check_allocation``).
+    """
     dims = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
     shape = tuple(check_nonnegative_int(s, what) for s in dims)
     if math.prod(shape) >= 2**48 or any(s >= 2**48 for s in shape):  # NumPy would fail cryptically
         raise ConfigError(f"{what.split()[0]} of {math.prod(shape):,} elements is too large (shape {shape})")
+    check_bytes(math.prod(shape) * bytes_per_element, f"{what.split()[0]} of shape {shape}")
     return shape
 
 
@@ -91,13 +102,14 @@ def _stream_dtype(dtype: Any, what: str) -> np.dtype:
 class TorchGenerator:
     """PyTorch-compatible CPU random stream: ``TorchGenerator(123).rand(3, 2)`` equals
     ``torch.manual_seed(123); torch.rand(3, 2)`` bit for bit, and so do ``uniform``,
-    ``normal``/``randn`` and ``bernoulli`` (float32 and float64).
+    ``normal``/``randn`` and ``bernoulli`` (float32 and float64). Without a seed it starts
+    from torch's default, ``TORCH_DEFAULT_SEED`` (67280421310721), as ``torch.Generator()`` does.
 
     Raises:
         ConfigError: a seed that is not an int in [-2**63, 2**64).
     """
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = TORCH_DEFAULT_SEED) -> None:
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> TorchGenerator:
@@ -128,10 +140,11 @@ class TorchGenerator:
         """Uniform [0, 1) samples of shape ``size``, like ``torch.rand(*size, dtype=dtype)``.
 
         Raises:
-            ConfigError: a size that is not an integer >= 0; a dtype other than float32/float64.
+            ConfigError: a size that is not an integer >= 0, or a draw larger than this machine's
+                memory; a dtype other than float32/float64.
         """
-        shape = _shape(size, "rand size")
         dtype = _stream_dtype(dtype, "rand dtype")
+        shape = _shape(size, "rand size", dtype.itemsize)
         count = math.prod(shape)
         u = self._uniform_float32(count) if dtype == np.float32 else self._uniform_float64(count)
         return u.reshape(shape)
@@ -142,18 +155,27 @@ class TorchGenerator:
         PyTorch computes ``u * (high - low) + low`` in the tensor's dtype; its x86-64 AVX2 and
         AVX-512 kernels contract that to one fused multiply-add (rounded once), and so does this.
 
+        ``shape`` is a tuple or an int (``uniform(3, 0, 1)`` draws 3 samples).
+
         Raises:
-            ConfigError: bounds not finite or ``low > high`` (PyTorch's uniform_ refuses them too).
+            ConfigError: bounds not finite or ``low > high``, or bounds or ``high - low`` beyond
+                the dtype's range (float32 overflows at 3.4e38; PyTorch's uniform_ refuses all of
+                these too); a bad shape or dtype.
         """
         if not check_finite(low, "low") <= check_finite(high, "high"):
             raise ConfigError(f"uniform expects low <= high, got low={low} > high={high}")
-        if not math.isfinite(float(high) - float(low)):
-            raise ConfigError(f"uniform expects high - low to be finite, got low={low}, high={high}")
-        dtype = np.dtype(dtype)
+        dtype = _stream_dtype(dtype, "uniform dtype")
+        shape = _shape((shape,), "uniform shape", dtype.itemsize)
+        with np.errstate(over="ignore"):
+            lo, hi = dtype.type(low), dtype.type(high)
+            span = hi - lo
+        if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(span)):
+            raise ConfigError(
+                f"uniform expects low, high and high - low to be finite in {dtype}, got low={low}, high={high}"
+            )
         u = self.rand(*shape, dtype=dtype)
-        lo, hi = dtype.type(low), dtype.type(high)
         fma = fma_float32 if dtype == np.float32 else fma_float64
-        return fma(u, hi - lo, lo).reshape(u.shape)
+        return fma(u, span, lo).reshape(u.shape)
 
     def normal(
         self, shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0, dtype: Any = np.float32
@@ -167,8 +189,8 @@ class TorchGenerator:
         Raises:
             ConfigError: a bad shape or dtype; mean or std not finite, or std < 0 (torch refuses it).
         """
-        shape = _shape((shape,), "normal shape")
         dtype = _stream_dtype(dtype, "normal dtype")
+        shape = _shape((shape,), "normal shape", dtype.itemsize)
         mean, std = check_finite(mean, "mean"), check_finite(std, "std")
         if std < 0:
             raise ConfigError(f"normal expects std >= 0, got std={std}")
@@ -187,7 +209,7 @@ class TorchGenerator:
 
     def randn(self, *size: int, dtype: Any = np.float32) -> np.ndarray:
         """Standard normal samples of shape ``size``, like ``torch.randn(*size, dtype=dtype)``."""
-        return self.normal(_shape(size, "randn size"), 0.0, 1.0, dtype)
+        return self.normal(_shape(size, "randn size", 4), 0.0, 1.0, dtype)  # normal checks the dtype and bytes
 
     def _normal_scalar(self, mean: float, std: float) -> float:
         """One element of ``normal_distribution<double>``: the cached value, else a new pair."""
@@ -206,7 +228,7 @@ class TorchGenerator:
             ConfigError: p outside [0, 1]; a bad shape.
             DTypeError: dtype is not a NumPy dtype.
         """
-        shape = _shape((shape,), "bernoulli shape")
+        shape = _shape((shape,), "bernoulli shape", 1)  # at least a bool per element
         if not 0.0 <= check_finite(p, "p") <= 1.0:
             raise ConfigError(f"bernoulli expects 0 <= p <= 1, got p={p}")
         try:
@@ -230,7 +252,8 @@ class TorchGenerator:
         Everything is checked before anything changes, so a refused state leaves the stream as it was.
 
         Raises:
-            ConfigError: not a mapping; a key is missing; ``key`` is not 624 words in [0, 2**32), or
+            ConfigError: not a mapping; a key is missing or unknown (a misspelt one would be
+                ignored); ``key`` is not 624 words in [0, 2**32), or
                 all zero (MT19937 would draw only zeros); ``seed`` is not a valid seed; ``pos`` is
                 outside [0, 624]; ``normal_cache`` is not a number.
         """
@@ -239,6 +262,9 @@ class TorchGenerator:
         missing = [k for k in ("seed", "key", "pos") if k not in state]
         if missing:
             raise ConfigError(f"generator state is missing {missing} (expected the dict get_state returns)")
+        unknown = [k for k in state if k not in _STATE_KEYS]
+        if unknown:
+            raise ConfigError(f"generator state has unknown key(s) {unknown}; get_state's keys are {list(_STATE_KEYS)}")
         key = np.asarray(state["key"])
         if key.shape != (624,) or key.dtype.kind not in "iu":
             raise ConfigError(f"generator state key must be 624 integer words, got shape {key.shape} dtype {key.dtype}")

@@ -9,6 +9,7 @@
     figures.py      --plot targets checked before any work; figures written atomically
     command.py      train_task (checkpointed, resumable runs) and ``npattn train``
     tokenizers.py   characters, a byte-level BPE trained on the text, GPT-2's through tiktoken
+    tokenizer_files.py  tokenizers as JSON (files, checkpoint entries), read as untrusted input
     text.py         the default corpus, the book's sliding windows (GPTDatasetV1), seeded batches
     generate.py     the book's chapter-5 generate: greedy, temperature, top-k, eos
     lm.py           the book's chapter-5 loop: calc_loss_batch, calc_loss_loader, train_lm
@@ -24,12 +25,11 @@ from npattn.train.lm import LMHistory, calc_loss_batch, calc_loss_loader, evalua
 from npattn.train.lm_run import LMSettings, run_lm
 from npattn.train.loop import Batches, History, fit, progress_header, progress_line
 from npattn.train.text import DataLoader, GPTDatasetV1, create_dataloader_v1, default_corpus, read_text, split_train_val
+from npattn.train.tokenizer_files import load_tokenizer, save_tokenizer
 from npattn.train.tokenizers import (
     BPETokenizer,
     CharTokenizer,
     gpt2_tokenizer,
-    load_tokenizer,
-    save_tokenizer,
     text_to_token_ids,
     token_ids_to_text,
     train_tokenizer,

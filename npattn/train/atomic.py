@@ -19,9 +19,9 @@ import stat
 import tempfile
 from typing import Any
 
-from npattn.errors import CheckpointError
+from npattn.errors import CheckpointError, ConfigError
 
-__all__ = ["as_path", "atomic_write", "check_source", "check_target"]
+__all__ = ["as_path", "atomic_write", "check_distinct", "check_source", "check_target", "probe_target", "read_bytes"]
 
 _KINDS = {
     stat.S_IFDIR: "a directory",
@@ -68,6 +68,46 @@ def check_source(path: Any, what: str = "checkpoint") -> str:
     return text
 
 
+def _writable_bits(mode: int) -> bool:
+    """False for a file or folder no one may write (no write bit at all): refused for every user,
+    root included, whom ``os.access`` lets write anything."""
+    return bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _identity(path: str) -> tuple[Any, ...]:
+    """What names one file: its device and inode if it exists (hard links and symlinks included),
+    else its resolved path."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ("new", os.path.normcase(os.path.realpath(path)))
+    return (st.st_dev, st.st_ino)
+
+
+def check_distinct(outputs: dict[str, Any], inputs: dict[str, Any], may_equal: tuple[str, str] | None = None) -> None:
+    """No file a run writes (``outputs``: label -> path or None) is a file it reads (``inputs``) or
+    another output, also through symlinks and hard links; ``may_equal`` is the one (input, output)
+    pair of labels that may name the same file (a checkpoint saved over the one it resumes).
+
+    Raises:
+        ConfigError: naming both labels and paths, before anything is read or written.
+    """
+    seen: list[tuple[str, str, str, tuple[Any, ...]]] = []
+    for kind, paths in (("reads", inputs), ("writes", outputs)):
+        for label, path in paths.items():
+            if path is None:
+                continue
+            text = as_path(path, f"{label} path")
+            ident = _identity(text)
+            for other_kind, other, other_text, other_ident in seen:
+                if ident == other_ident and (other, label) != may_equal:
+                    raise ConfigError(
+                        f"{label} {text!r} is the file the run {other_kind} as {other} {other_text!r}: "
+                        "writing it would destroy that file; choose another path"
+                    )
+            seen.append((kind, label, text, ident))
+
+
 def check_target(path: Any, what: str = "checkpoint") -> str:
     """The file that saving to ``path`` will replace (symlinks followed), checked before writing.
 
@@ -76,6 +116,8 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
             its folder does not exist, or the file or folder is not writable.
     """
     text = as_path(path, f"{what} path")
+    if text.endswith(os.sep) or (os.altsep and text.endswith(os.altsep)):
+        raise CheckpointError(f"cannot write {what} {text!r}: the path ends in a separator (a folder); name a file")
     real = os.path.realpath(text)
     try:
         st = os.stat(real)
@@ -88,15 +130,51 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
         if kind:
             via = f" (the symlink points to {real!r})" if real != os.path.abspath(text) else ""
             raise CheckpointError(f"cannot write {what} {text!r}: it is {kind}{via}; save to a file path")
-        if not os.access(real, os.W_OK):
+        if not os.access(real, os.W_OK) or not _writable_bits(st.st_mode):
             raise CheckpointError(f"cannot write {what} {text!r}: permission denied (the file is read-only)")
     folder = os.path.dirname(real)
     if not os.path.isdir(folder):
         problem = "is not a folder" if os.path.exists(folder) else "does not exist"
         raise CheckpointError(f"cannot write {what} {text!r}: the folder {folder!r} {problem}")
-    if not os.access(folder, os.W_OK | os.X_OK):
+    if not os.access(folder, os.W_OK | os.X_OK) or not _writable_bits(os.stat(folder).st_mode):
         raise CheckpointError(f"cannot write {what} {text!r}: permission denied in the folder {folder!r}")
     return real
+
+
+def probe_target(path: Any, what: str = "checkpoint") -> str:
+    """``check_target``, then a real test of the folder: a temporary file is created there and
+    removed, as ``atomic_write`` will create one. Permission bits do not say everything (root
+    passes every ``os.access`` check, a read-only file system or /proc refuses all the same), so a
+    run that saves at its end calls this before its first step.
+
+    Raises:
+        CheckpointError: as ``check_target``, or the folder refuses a new file (the OS's reason).
+    """
+    real = check_target(path, what)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)}.", suffix=".tmp")
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot write {what} {as_path(path)!r}: the folder {os.path.dirname(real)!r} refuses a new file "
+            f"({exc.strerror or exc})"
+        ) from None
+    os.close(fd)
+    os.unlink(tmp)
+    return real
+
+
+def read_bytes(path: str, what: str = "checkpoint", limit: int | None = None) -> bytes:
+    """The bytes of the file ``check_source`` accepted; CheckpointError (not a raw OSError) if the
+    OS refuses to read it (no permission, an I/O error), or if it holds more than ``limit`` bytes
+    (at most ``limit + 1`` are read)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read() if limit is None else f.read(limit + 1)
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {what} {path!r}: {exc.strerror or exc}") from None
+    if limit is not None and len(data) > limit:
+        raise CheckpointError(f"{what} {path!r} is larger than {limit:,} bytes, more than npattn reads")
+    return data
 
 
 def _new_file_mode() -> int:

@@ -40,12 +40,12 @@ import numpy as np
 from npattn.errors import CheckpointError
 from npattn.train.atomic import atomic_write, check_source, check_target
 
-__all__ = ["FORMAT", "VERSION", "load", "load_metadata", "save"]
+__all__ = ["FORMAT", "VERSION", "load", "load_metadata", "save", "save_run"]
 
 FORMAT = "npattn-checkpoint"
 VERSION = 1
 META_KEY = "__npattn__"
-RESERVED = ("format", "version", "tree")  # index keys that metadata cannot set
+RESERVED = ("format", "version", "tree", "class", "config")  # index keys that metadata cannot set
 MAX_DEPTH = 64  # nesting of dicts/lists/tuples a checkpoint may hold
 _SCALARS = (bool, int, float, str, type(None))
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
@@ -213,9 +213,12 @@ def _parse_header(text: str) -> tuple[dict[str, Any], list[str]]:
 # save
 
 
-def _state_and_meta(obj: Any, metadata: Mapping[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-    """A Module or Optimizer gives its state_dict and class name; a mapping is saved as it is."""
-    meta: dict[str, Any] = {"class": None, "config": {}}
+def _state_and_meta(
+    obj: Any, metadata: Mapping[str, Any] | None, own: Mapping[str, Any] | None = None
+) -> tuple[Any, dict[str, Any]]:
+    """A Module or Optimizer gives its state_dict and class name; a mapping is saved as it is, with
+    the class and config ``own`` names (a training run's model)."""
+    meta: dict[str, Any] = {"class": None, "config": {}, **(own or {})}
     state = obj
     if hasattr(obj, "state_dict") and callable(obj.state_dict):
         meta["class"] = type(obj).__name__
@@ -232,7 +235,10 @@ def _state_and_meta(obj: Any, metadata: Mapping[str, Any] | None) -> tuple[Any, 
             raise CheckpointError(f"metadata must be a dict, got {type(metadata).__name__}")
         reserved = sorted(k for k in metadata if k in RESERVED)
         if reserved:
-            raise CheckpointError(f"metadata keys {reserved} are reserved for the checkpoint's own index")
+            raise CheckpointError(
+                f"metadata keys {reserved} are reserved for the checkpoint's own index (format, version, tree, "
+                "and the class and config of what was saved)"
+            )
         meta.update(metadata)
     check_json(meta, "metadata")
     return state, meta
@@ -249,12 +255,22 @@ def save(obj: Any, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] 
     Raises:
         CheckpointError: values that cannot be stored without pickling (objects, string arrays),
             a state that contains itself or nests deeper than 64 levels, metadata that is not JSON
-            or sets a reserved key (format, version, tree), a .safetensors path without the package
+            or sets a reserved key (format, version, tree, class, config), a .safetensors path without the package
             or with a nested state, or a target that is a directory, a device or a FIFO, is not
             writable, or whose folder does not exist (see ``npattn.train.atomic``).
     """
+    _save(obj, path, metadata)
+
+
+def save_run(state: Mapping[str, Any], path: str | os.PathLike[str], model_class: str, config: dict[str, Any]) -> None:
+    """``save`` of a training run's state, recording the class and config of the model it trains
+    (the index entries that ``save``'s metadata may not set)."""
+    _save(state, path, None, {"class": model_class, "config": config})
+
+
+def _save(obj: Any, path: Any, metadata: Mapping[str, Any] | None, own: Mapping[str, Any] | None = None) -> None:
     target = check_target(path)
-    state, meta = _state_and_meta(obj, metadata)
+    state, meta = _state_and_meta(obj, metadata, own)
     if target.lower().endswith(".safetensors"):
         from npattn.train.safetensors_io import safetensors_bytes
 
@@ -404,7 +420,12 @@ def _open_npz(path: str, read_arrays: bool) -> tuple[dict[str, Any], dict[str, n
                     arrays[name] = npz.read(name)
     except CheckpointError:
         raise
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile, KeyError, UnicodeDecodeError, RecursionError) as exc:
+    except PermissionError as exc:  # the OS refuses: not a corrupt file
+        raise CheckpointError(f"cannot read checkpoint {path!r}: {exc.strerror or exc}") from None
+    except (
+        OSError, EOFError, ValueError, zipfile.BadZipFile, KeyError, UnicodeDecodeError, RecursionError,
+        NotImplementedError,  # a corrupt directory entry: "zip file version 11.9", an unknown compression
+    ) as exc:  # fmt: skip
         raise CheckpointError(
             f"{path!r} is truncated, corrupt or not a checkpoint: {type(exc).__name__}: {exc}"
         ) from None

@@ -4,6 +4,7 @@ exactly) and ``npattn train``'s glue, ``run_train_command``."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import time
 from collections.abc import Callable
@@ -12,15 +13,31 @@ from typing import Any, TextIO
 import numpy as np
 
 from npattn._checks import check_nonnegative_int
-from npattn.errors import CheckpointError, ConfigError, NpattnError, TrainingError
+from npattn.errors import CheckpointError, ConfigError, NpattnError, StateDictError, TrainingError
 from npattn.nn.module import Module
 from npattn.optim import SGD, Adam, AdamW, Optimizer
 from npattn.train import atomic, checkpoint
 from npattn.train.lm_run import LMSettings, run_lm
-from npattn.train.loop import History, fit, progress_header, progress_line
+from npattn.train.loop import (
+    History,
+    check_callback,
+    check_history,
+    check_optimizer_steps,
+    fit,
+    progress_header,
+    progress_line,
+)
 from npattn.train.tasks import TASKS, make_task
 
-__all__ = ["LM_OPTIONS", "OPTIMIZERS", "run_lm_command", "run_train_command", "train_task"]
+__all__ = [
+    "DEFAULTS",
+    "LM_OPTIONS",
+    "OPTIMIZERS",
+    "check_resumed_settings",
+    "run_lm_command",
+    "run_train_command",
+    "train_task",
+]
 
 OPTIMIZERS: dict[str, Callable[..., Optimizer]] = {"sgd": SGD, "adam": Adam, "adamw": AdamW}
 LM_OPTIONS = (*tuple(f.name for f in dataclasses.fields(LMSettings) if f.name not in ("lr", "seed", "steps")), "plot")
@@ -29,6 +46,37 @@ LM_OPTIONS = (*tuple(f.name for f in dataclasses.fields(LMSettings) if f.name no
 
 RUN_KEYS = ("task", "optimizer", "lr", "seed", "steps")
 CHECKPOINT_KEYS = ("run", "step", "model", "optimizer", "history")
+
+
+DEFAULTS = {"task": "selective-copy", "optimizer": "adam", "lr": 0.05, "seed": 123}
+"""The run settings ``train_task`` and ``npattn train`` use when none is given (and no run is resumed)."""
+
+
+class _Unset:
+    """The default of ``train_task``'s run settings: ``DEFAULTS``, or a resumed checkpoint's. Not
+    None, which a seed would read as "any seed"."""
+
+    def __repr__(self) -> str:
+        return "<the default, or the resumed checkpoint's>"
+
+
+UNSET: Any = _Unset()
+
+
+def check_resumed_settings(given: dict[str, Any], stored: Any) -> None:
+    """A resumed run takes its task, optimizer, lr and seed from the checkpoint: any of them
+    ``given`` must equal the stored one. ``train_task`` and ``npattn train`` share this.
+
+    Raises:
+        ConfigError: naming every setting that differs, with both values.
+    """
+    stored = stored if isinstance(stored, dict) else {}
+    clash = {k: (v, stored.get(k)) for k, v in given.items() if stored.get(k) != v}
+    if clash:
+        raise ConfigError(
+            "--resume continues the stored run; these options differ from it: "
+            + ", ".join(f"--{k} {v!r} (checkpoint: {c!r})" for k, (v, c) in clash.items())
+        )
 
 
 def _run_config(task: Any, optimizer: Any, lr: Any, steps: Any, seed: Any) -> dict[str, Any]:
@@ -46,8 +94,9 @@ def _run_config(task: Any, optimizer: Any, lr: Any, steps: Any, seed: Any) -> di
     }
 
 
-def _read_run(path: Any, steps: Any) -> tuple[dict[str, Any], dict[str, Any], int]:
-    """A training checkpoint's entries, its run settings (checked like new ones) and its step count."""
+def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """A training checkpoint's entries, its run settings (checked like new ones, and against the
+    settings ``given``) and its step count."""
     saved = checkpoint.load(path)
     name = atomic.as_path(path)
     if not isinstance(saved, dict) or not {"run", "step"} <= set(saved):
@@ -59,6 +108,7 @@ def _read_run(path: Any, steps: Any) -> tuple[dict[str, Any], dict[str, Any], in
             f"{name!r} is not a checkpoint npattn train wrote: expected the entries {list(CHECKPOINT_KEYS)} "
             f"and run settings {list(RUN_KEYS)}"
         )
+    check_resumed_settings(given, stored)
     try:
         run = _run_config(stored["task"], stored["optimizer"], stored["lr"], steps, stored["seed"])
         start_step = check_nonnegative_int(saved["step"], "the checkpoint's step")
@@ -73,17 +123,48 @@ def _restore(
     saved: dict[str, Any], name: str, model: Module, opt: Optimizer, run: dict[str, Any], step: int
 ) -> History:
     """Load the model, the optimizer and the history; everything is checked before training starts."""
-    model.load_state_dict(saved["model"])
-    opt.load_state_dict(saved["optimizer"])
+    try:
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["optimizer"])
+    except StateDictError as exc:
+        raise CheckpointError(f"{name!r}: {exc}") from None
     if any(group["lr"] != run["lr"] for group in opt.param_groups):
         raise CheckpointError(f"{name!r}: the optimizer's learning rate differs from the run's lr {run['lr']}")
     try:
         history = History.from_state_dict(saved["history"])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CheckpointError(f"{name!r} holds a history npattn cannot read ({type(exc).__name__}: {exc})") from None
+    check_history(history, name)
     if len(history.loss) != step:
         raise CheckpointError(f"{name!r}: its history has {len(history.loss)} losses for {step} steps")
+    logged = history.log_steps
+    if any(not 1 <= s <= step for s in logged) or any(a >= b for a, b in itertools.pairwise(logged)):
+        raise CheckpointError(
+            f"{name!r}: history.log_steps must be increasing step counts in [1, {step}], got {logged[:8]}"
+        )
+    _check_movement(history, model, name)
+    check_optimizer_steps(opt, step, name)
     return history
+
+
+def _check_movement(history: History, model: Module, name: str) -> None:
+    """The history's per-parameter records fit the model: ``start`` and ``last_log`` hold every
+    parameter with its shape in real numbers, and each ``moved_*`` list has one entry per log."""
+    shapes = {key: p.shape for key, p in model.named_parameters()}
+    for entry in ("start", "last_log"):
+        arrays = getattr(history, entry)
+        got = {key: np.shape(a) for key, a in arrays.items()}
+        if got != shapes or any(np.asarray(a).dtype.kind not in "fiu" for a in arrays.values()):
+            raise CheckpointError(
+                f"{name!r}: history.{entry} must hold every parameter with its shape {shapes}, got {got}"
+            )
+    logs = len(history.log_steps)
+    for entry in ("moved_from_start", "moved_since_log"):
+        lengths = {key: len(v) for key, v in getattr(history, entry).items()}
+        if lengths != ({key: logs for key in shapes} if logs else {}):
+            raise CheckpointError(
+                f"{name!r}: history.{entry} must hold {logs} distances per parameter (one per log), got {lengths}"
+            )
 
 
 def _finite_state(model: Module, opt: Optimizer) -> str | None:
@@ -99,12 +180,12 @@ def _finite_state(model: Module, opt: Optimizer) -> str | None:
 
 
 def train_task(
-    task: str = "selective-copy",
+    task: str = UNSET,
     *,
-    optimizer: str = "adam",
-    lr: float = 0.05,
+    optimizer: str = UNSET,
+    lr: float = UNSET,
     steps: int = 300,
-    seed: int = 123,
+    seed: int = UNSET,
     save: str | os.PathLike[str] | None = None,
     save_every: int = 0,
     resume: str | os.PathLike[str] | None = None,
@@ -118,15 +199,19 @@ def train_task(
     ``save``: write a checkpoint there every ``save_every`` steps (0: only at the end) and always
     at the end, also when no step was left to run. It holds the model's and the optimizer's state
     dicts, the history and the step count (the data position: batch t depends only on the seed and
-    t). ``resume``: continue the run in that checkpoint up to ``steps`` total, with the task,
-    optimizer, lr and seed stored in it; the result equals an uninterrupted run bit for bit.
+    t). ``task``, ``optimizer``, ``lr``, ``seed`` not given: the defaults (``DEFAULTS``:
+    selective-copy, adam, 0.05, 123). ``resume``: continue the run in that checkpoint up to
+    ``steps`` total, with the task, optimizer, lr and seed stored in it (any of them given must
+    equal the stored one); the result equals an uninterrupted run bit for bit.
     Every argument, the save target and the resumed checkpoint are checked before the first step;
     ``on_start()`` runs then (``npattn train`` prints its header there, so an error comes alone).
 
     Raises:
         ConfigError: unknown task or optimizer, a learning rate the optimizer refuses, a negative
             or non-integer steps/seed/save_every/log_every, ``save_every`` without ``save``,
-            ``steps`` below a resumed run's step count, or a ``save`` path ending in .safetensors.
+            ``on_log``/``on_start`` not a function, ``steps`` below a resumed run's step count, a
+            task, optimizer, lr or seed that contradicts the resumed checkpoint, or a ``save``
+            path ending in .safetensors.
         CheckpointError: an unreadable checkpoint, one of another kind or with bad settings, or a
             ``save`` target that cannot be written (a directory, a device, a missing folder).
         TrainingError: a non-finite loss or gradient, or an update that made the weights
@@ -134,17 +219,21 @@ def train_task(
     """
     save_every = check_nonnegative_int(save_every, "save_every")
     log_every = check_nonnegative_int(log_every, "log_every")
+    check_callback(on_log, "on_log", "step, loss, history")
+    check_callback(on_start, "on_start", "")
+    given = {k: v for k, v in dict(task=task, optimizer=optimizer, lr=lr, seed=seed).items() if v is not UNSET}
     if save is None and save_every:
         raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
     if save is not None:
         if atomic.as_path(save).lower().endswith(".safetensors"):
             raise ConfigError("a training checkpoint holds optimizer state and history: save it to a .npz path")
-        atomic.check_target(save)
+        atomic.probe_target(save)
     start_step = 0
     if resume is not None:
-        saved, run, start_step = _read_run(resume, steps)
+        saved, run, start_step = _read_run(resume, steps, given)
     else:
-        run = _run_config(task, optimizer, lr, steps, seed)
+        settings = {**DEFAULTS, **given}
+        run = _run_config(settings["task"], settings["optimizer"], settings["lr"], steps, settings["seed"])
     try:
         the_task = make_task(run["task"], seed=run["seed"])
         model = the_task.make_model()
@@ -175,8 +264,8 @@ def train_task(
                 "optimizer": opt.state_dict(),
                 "history": hist.state_dict(),
             }
-            meta = {"class": type(model).__name__, "config": {"d_in": the_task.d_in, "d_out": the_task.d_out}}
-            checkpoint.save(state, save, metadata=meta)
+            config = {"d_in": the_task.d_in, "d_out": the_task.d_out}
+            checkpoint.save_run(state, save, type(model).__name__, config)
             last_saved.append(step)
 
     try:
@@ -194,7 +283,7 @@ def train_task(
         )
         if start_step == run["steps"]:  # no step left to run: the checkpoint is written all the same
             save_checkpoint(run["steps"], history)
-    except TrainingError as exc:
+    except (TrainingError, CheckpointError) as exc:  # a failed step, or a save the OS refused mid-run
         if save is None:
             raise
         where = atomic.as_path(save)
@@ -202,7 +291,7 @@ def train_task(
             truth = f"The last checkpoint of this run, {where!r}, holds step {last_saved[-1]}."
         else:
             truth = f"This run wrote no checkpoint: {where!r} is as it was before the run."
-        raise TrainingError(f"{exc} {truth}") from None
+        raise type(exc)(f"{exc} {truth}") from None
     return model, opt, history, the_task
 
 
@@ -216,8 +305,7 @@ def run_train_command(args: Any, out: TextIO) -> int:
         NpattnError: a bad option or checkpoint, a non-finite loss (the command prints one line and
             exits with 2).
     """
-    defaults = {"task": "selective-copy", "optimizer": "adam", "lr": 0.05, "seed": 123}
-    given = {k: getattr(args, k) for k in defaults if getattr(args, k) is not None}
+    given = {k: getattr(args, k) for k in DEFAULTS if getattr(args, k) is not None}
     if _is_lm_run(args):
         return run_lm_command(args, out)
     lm_only = [f"--{k.replace('_', '-')}" for k in LM_OPTIONS if getattr(args, k, None) is not None]
@@ -225,16 +313,7 @@ def run_train_command(args: Any, out: TextIO) -> int:
         raise ConfigError(f"{', '.join(lm_only)}: only for --task lm")
     args.steps = 300 if args.steps is None else args.steps
     args.log_every = 30 if args.log_every is None else args.log_every
-    if args.resume is not None:
-        loaded = checkpoint.load(args.resume)
-        run = dict(loaded.get("run", {})) if isinstance(loaded, dict) and isinstance(loaded.get("run"), dict) else {}
-        clash = {k: (v, run.get(k)) for k, v in given.items() if run.get(k) != v}
-        if clash:
-            raise ConfigError(
-                "--resume continues the stored run; these options differ from it: "
-                + ", ".join(f"--{k} {v!r} (checkpoint: {c!r})" for k, (v, c) in clash.items())
-            )
-    settings = {**defaults, **given}
+    settings = {**DEFAULTS, **given}
 
     def on_start() -> None:
         if args.resume is None:
@@ -252,11 +331,8 @@ def run_train_command(args: Any, out: TextIO) -> int:
 
     with np.errstate(over="ignore", invalid="ignore"):  # a non-finite loss is reported by TrainingError
         model, _, _, task = train_task(
-            settings["task"],
-            optimizer=settings["optimizer"],
-            lr=settings["lr"],
+            **given,  # the options given; the others are the defaults, or the resumed checkpoint's
             steps=args.steps,
-            seed=settings["seed"],
             save=args.save,
             save_every=args.save_every,
             resume=args.resume,

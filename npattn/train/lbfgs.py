@@ -12,7 +12,7 @@ from npattn._checks import check_positive_int
 from npattn.errors import ConfigError
 from npattn.nn.losses import Loss
 from npattn.nn.module import Module
-from npattn.train.loop import History, check_finite
+from npattn.train.loop import History, check_criterion, check_finite
 
 __all__ = ["fit_lbfgs"]
 
@@ -41,6 +41,7 @@ def fit_lbfgs(
     from scipy.optimize import minimize  # SciPy is a runtime dependency; imported here to keep startup quick
 
     check_positive_int(maxiter, "maxiter")
+    check_criterion(criterion, "fit_lbfgs")
     for name, tol in (("gtol", gtol), ("ftol", ftol)):
         if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and math.isfinite(tol) and tol >= 0):
             raise ConfigError(f"fit_lbfgs: {name} must be a finite number >= 0, got {tol!r}")

@@ -37,7 +37,7 @@ from npattn.errors import CheckpointError, ConfigError
 from npattn.nn.functional.transformer import token_cross_entropy_backward, token_cross_entropy_forward
 from npattn.optim import Optimizer
 from npattn.train.generate import generate
-from npattn.train.loop import check_finite
+from npattn.train.loop import check_callback, check_finite
 from npattn.train.text import DataLoader, check_tokenizer
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
 
@@ -184,8 +184,9 @@ class LMHistory:
             if kind is int:
                 ok = ok and float(value).is_integer()
             if not ok or not np.isfinite(float(value)) or value < low:
+                bound = f" >= {low:g}" if np.isfinite(low) else ""
                 raise CheckpointError(
-                    f"history.{key} must be a finite {'integer' if kind is int else 'number'} >= {low:g}, got {value!r}"
+                    f"history.{key} must be a finite {'integer' if kind is int else 'number'}{bound}, got {value!r}"
                 )
             return kind(value)
 
@@ -225,6 +226,42 @@ class LMHistory:
                 f"evaluation, got lengths {sorted(lengths)}"
             )
         return history
+
+    def check_counts(self, steps_per_epoch: int, tokens_per_batch: int) -> None:
+        """The counters agree with the step count: ``epoch * steps_per_epoch + batch`` and
+        ``tokens_seen / tokens_per_batch`` are ``global_step + 1`` (every training batch is full, the
+        book's drop_last), each evaluation's tokens match its step, nothing is recorded after it.
+
+        Raises:
+            CheckpointError: naming the counter, the expected and the actual value.
+        """
+        _check_counts(self, steps_per_epoch, tokens_per_batch)
+
+
+def _check_counts(history: LMHistory, steps_per_epoch: int, tokens_per_batch: int) -> None:
+    """``history.check_counts``: the counters a run of ``global_step + 1`` full batches gives."""
+    done = history.global_step + 1
+    at = history.epoch * steps_per_epoch + history.batch
+    if at != done:
+        raise CheckpointError(
+            f"history.epoch {history.epoch} and history.batch {history.batch} place the run after {at} steps "
+            f"({steps_per_epoch} per epoch); expected {done}, the count history.global_step {history.global_step} gives"
+        )
+    counts = [("tokens_seen", history.tokens_seen, history.global_step)]
+    counts += [
+        (f"track_tokens_seen[{i}]", n, s) for i, (s, n) in enumerate(zip(history.eval_steps, history.track_tokens_seen))
+    ]
+    for counter, got, step in counts:
+        if got != (step + 1) * tokens_per_batch:
+            raise CheckpointError(
+                f"history.{counter} is {got}; expected {(step + 1) * tokens_per_batch} "
+                f"({step + 1} steps of {tokens_per_batch} tokens)"
+            )
+    late = [step for step in [*history.eval_steps, *(s for s, _ in history.samples)] if step > history.global_step]
+    if late:
+        raise CheckpointError(
+            f"the history records evaluations or samples at step {late[0]}, after its global_step {history.global_step}"
+        )
 
 
 def differences(missing: list[str], extra: list[str]) -> str:
@@ -278,6 +315,7 @@ def train_lm(
         TrainingError: the loss or a gradient became NaN or inf (the weights were not updated).
     """
     tokenizer = check_tokenizer(tokenizer)
+    check_callback(on_step, "on_step", "history")
     num_epochs = check_nonnegative_int(num_epochs, "num_epochs")
     eval_freq = check_positive_int(eval_freq, "eval_freq")
     eval_iter = check_positive_int(eval_iter, "eval_iter")

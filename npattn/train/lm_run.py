@@ -30,8 +30,10 @@ from npattn.optim import AdamW
 from npattn.train import atomic, checkpoint
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm
+from npattn.train.loop import check_optimizer_steps
 from npattn.train.text import DataLoader, create_dataloader_v1, default_corpus, read_text, split_train_val
-from npattn.train.tokenizers import TOKENIZER_KINDS, Tokenizer, tokenizer_from_dict, train_tokenizer
+from npattn.train.tokenizer_files import tokenizer_from_dict
+from npattn.train.tokenizers import TOKENIZER_KINDS, Tokenizer, train_tokenizer
 
 __all__ = ["RESUMABLE", "LMSettings", "plot_losses", "run_lm"]
 
@@ -233,11 +235,16 @@ def _resume_settings(stored: LMSettings, given: dict[str, Any]) -> LMSettings:
 
 
 def _check_resumed(history: LMHistory, settings: LMSettings, steps_per_epoch: int, name: str) -> None:
-    """The history fits these loaders, and the run asks for at least the steps already taken."""
+    """The history fits these loaders (its counters are the ones its step count gives), and the run
+    asks for at least the steps already taken."""
     if history.batch > steps_per_epoch:
         raise CheckpointError(
             f"{name!r}: history.batch {history.batch} is beyond the {steps_per_epoch} batches of an epoch"
         )
+    try:
+        history.check_counts(steps_per_epoch, settings.batch_size * settings.context_length)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{name!r}: {exc}") from None
     done = history.global_step + 1
     if settings.steps is not None and settings.steps < done:
         raise ConfigError(f"steps={settings.steps} is below the checkpoint's step count {done}")
@@ -287,7 +294,7 @@ def run_lm(
     if save is not None:
         if not atomic.as_path(save).endswith(".npz"):
             raise ConfigError(f"--save: a training checkpoint is an .npz file, got {atomic.as_path(save)!r}")
-        atomic.check_target(save)
+        atomic.probe_target(save)
     if plot is not None:
         check_plot_target(plot)
     given = _check_given(given)
@@ -296,6 +303,11 @@ def run_lm(
         settings = _resume_settings(stored, given)
     else:
         settings = LMSettings(**given)
+    atomic.check_distinct(
+        {"save (--save)": save, "plot (--plot)": plot},
+        {"text (--text)": settings.text, "resume (--resume)": resume},
+        may_equal=("resume (--resume)", "save (--save)"),  # resuming saves over its own checkpoint
+    )
     text, text_sha256 = _load_text(settings)
     history = None
     if resume is not None:
@@ -304,9 +316,13 @@ def run_lm(
                 f"the text differs from the one the checkpoint was trained on ({saved['run']['text_chars']} "
                 f"characters); pass the same --text FILE (or none, for the default corpus)"
             )
-        history = resumed
-    else:
-        tokenizer = train_tokenizer(settings.tokenizer, text, settings.vocab_size)
+        history, stored_tokenizer = resumed, tokenizer
+    tokenizer = train_tokenizer(settings.tokenizer, text, settings.vocab_size)
+    if resume is not None and stored_tokenizer.to_dict() != tokenizer.to_dict():  # an edit remaps every id
+        raise CheckpointError(
+            f"{atomic.as_path(resume)!r}: its tokenizer differs from the {settings.tokenizer} tokenizer the text and "
+            "settings build (it is rebuilt on resume); every token id would mean another piece of text"
+        )
     train_loader, val_loader = _loaders(text, tokenizer, settings)
     if history is not None:
         _check_resumed(history, settings, len(train_loader), atomic.as_path(resume))
@@ -330,12 +346,14 @@ def run_lm(
         ]
         if not_causal:  # a GPT attends to the past only: a language-model checkpoint holds the book's masks
             raise CheckpointError(f"{name!r}: {', '.join(not_causal)} is not the book's causal mask")
-        groups = [(g["lr"], g["weight_decay"]) for g in optimizer.param_groups]
-        if any(lr != settings.lr or wd != settings.weight_decay for lr, wd in groups):
-            raise CheckpointError(
-                f"{name!r}: its optimizer's lr and weight_decay {groups[0]} differ from the run's "
-                f"({settings.lr}, {settings.weight_decay}); the learning rate cannot change on resume"
-            )
+        for key, want in (("lr", settings.lr), ("weight_decay", settings.weight_decay)):
+            got = [g[key] for g in optimizer.param_groups if g[key] != want]
+            if got:
+                raise CheckpointError(
+                    f"{name!r}: its optimizer's {key} {got[0]} differs from the run's {key} {want} (its stored "
+                    f"settings); the optimizer's settings cannot change on resume"
+                )
+        check_optimizer_steps(optimizer, resumed.global_step + 1, name)
         _set_rng_state(model, saved["dropout_rng"], name)
     steps_per_epoch = len(train_loader)
     num_epochs = settings.epochs or (math.ceil(settings.steps / steps_per_epoch) if settings.steps is not None else 1)
@@ -351,7 +369,7 @@ def run_lm(
             "history": hist.state_dict(),
             "dropout_rng": _rng_state(model),
         }
-        checkpoint.save(state, save, metadata={"class": "GPTModel", "config": cfg})
+        checkpoint.save_run(state, save, "GPTModel", cfg)
 
     def on_step(hist: LMHistory) -> None:
         if save is not None and save_every and (hist.global_step + 1) % save_every == 0:

@@ -22,12 +22,22 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_nonnegative_int
-from npattn.errors import ConfigError, TrainingError
+from npattn.errors import CheckpointError, ConfigError, TrainingError
 from npattn.nn.losses import Loss
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
 
-__all__ = ["History", "check_finite", "fit", "progress_header", "progress_line"]
+__all__ = [
+    "History",
+    "check_callback",
+    "check_criterion",
+    "check_finite",
+    "check_history",
+    "check_optimizer_steps",
+    "fit",
+    "progress_header",
+    "progress_line",
+]
 
 Batches = Callable[[int], tuple[np.ndarray, Any]]
 
@@ -82,6 +92,74 @@ class History:
         )
 
 
+def check_callback(value: Any, name: str, arguments: str) -> None:
+    """A callback argument (``on_log``, ``on_step``, ...): None or a function of ``arguments``.
+
+    Raises:
+        ConfigError: naming the argument, what it is called with and what it got.
+    """
+    if value is not None and not callable(value):
+        raise ConfigError(f"{name} must be a function {name}({arguments}) or None, got {type(value).__name__}")
+
+
+def check_criterion(criterion: Any, owner: str) -> None:
+    """A loss module: callable, with the ``backward`` the loop calls after it.
+
+    Raises:
+        ConfigError: naming ``owner`` and what it got.
+    """
+    if not callable(criterion) or not callable(getattr(criterion, "backward", None)):
+        raise ConfigError(
+            f"{owner}: criterion must be a loss with forward and backward (such as npattn.MSELoss()), "
+            f"got {type(criterion).__name__}"
+        )
+
+
+def check_history(history: History, name: str) -> None:
+    """A restored history's recorded numbers are finite: a NaN or inf loss or distance is never a
+    record a run makes (``fit`` stops before recording one).
+
+    Raises:
+        CheckpointError: naming the checkpoint ``name``, the entry and the position.
+    """
+    entries = {"loss": history.loss}
+    for entry in ("moved_from_start", "moved_since_log"):
+        entries.update({f"{entry}[{key!r}]": values for key, values in getattr(history, entry).items()})
+    for entry, values in entries.items():
+        bad = [i for i, v in enumerate(values) if not np.isfinite(v)]
+        if bad:
+            raise CheckpointError(
+                f"{name!r}: history.{entry}[{bad[0]}] is {values[bad[0]]}; a run records finite values only"
+            )
+
+
+def check_optimizer_steps(optimizer: Optimizer, steps: int, name: str) -> None:
+    """A resumed optimizer's state agrees with the ``steps`` updates the run's history counts.
+
+    Every parameter of a training run receives a gradient at every step, so after ``steps`` updates
+    Adam's and AdamW's state holds ``step == steps`` for every parameter (and no state before the
+    first), and SGD with momentum holds a momentum buffer for every parameter exactly when
+    ``steps > 0``. Anything else (an emptied state: moments silently restarting from zero; one
+    parameter at another step) is refused before training.
+
+    Raises:
+        CheckpointError: naming the checkpoint ``name``, the parameter, the expected and the actual value.
+    """
+    for i, (group, p) in enumerate((g, p) for g in optimizer.param_groups for p in g["params"]):
+        state = optimizer.state.get(p, {})
+        where = f"{name!r}: optimizer state of parameter {i}"
+        if "step" in optimizer.buffers:
+            got = state.get("step", 0)
+            if got != steps:
+                shown = "missing (no state: the moments would restart from zero)" if not state else repr(got)
+                raise CheckpointError(f"{where}: 'step' is {shown}; expected {steps}, the history's step count")
+        elif group.get("momentum", 0) != 0 and ("momentum_buffer" in state) != (steps > 0):
+            has = "has" if state else "has no"
+            raise CheckpointError(
+                f"{where} {has} a 'momentum_buffer' after {steps} steps (expected {'one' if steps else 'none'})"
+            )
+
+
 def check_finite(model: Module, loss: float, step: int) -> None:
     """Raise TrainingError (naming the step and the culprit) if the loss or a gradient is not finite."""
     problem = None
@@ -122,6 +200,8 @@ def fit(
     ``on_step(step, history)`` runs after every update (``train_task`` saves checkpoints there).
 
     Raises:
+        ConfigError: a negative or non-integer count, ``start_step`` above ``steps``, a callback or
+            ``batches`` that is not a function, a ``criterion`` without ``backward``.
         TrainingError: the loss or a gradient became NaN or inf (the weights keep their last
             finite values; nothing after the failing step runs).
     """
@@ -130,6 +210,14 @@ def fit(
     check_nonnegative_int(log_every, "log_every")
     if not callable(batches):
         raise ConfigError(f"fit: batches must be a function step -> (x, target), got {type(batches).__name__}")
+    check_criterion(criterion, "fit")
+    check_callback(on_log, "on_log", "step, loss, history")
+    check_callback(on_step, "on_step", "step, history")
+    if start_step > steps:
+        raise ConfigError(
+            f"fit: start_step={start_step} is past steps={steps} (the total step count, not the steps left); "
+            "a run resumed at its last step passes start_step == steps and trains nothing"
+        )
     history = history if history is not None else History.begin(model)
     optimizer.zero_grad()
     for step in range(start_step, steps):

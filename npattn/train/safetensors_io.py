@@ -15,12 +15,20 @@ from typing import Any
 import numpy as np
 
 from npattn.errors import CheckpointError
+from npattn.train.atomic import read_bytes
 from npattn.train.checkpoint import FORMAT, VERSION, check_json
 
 __all__ = ["load_safetensors", "safetensors_bytes"]
 
 
 _SAFETENSORS_KINDS = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8)}
+_HEADER_DTYPES = {"BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64", "F16", "F32", "F64"}
+_KINDS_TEXT = "bool, int, uint and float16/32/64 only"
+
+
+def _storable(dtype: np.dtype) -> bool:
+    """The one rule saving and loading share: the dtypes a .safetensors checkpoint may hold."""
+    return dtype.itemsize in _SAFETENSORS_KINDS.get(dtype.kind, ())
 
 
 def _safetensors_numpy() -> Any:
@@ -45,10 +53,8 @@ def safetensors_bytes(state: Mapping[str, Any], meta: dict[str, Any]) -> bytes:
     for key, value in state.items():
         if key == "__metadata__" or not key or not _utf8(key):
             raise CheckpointError(f"cannot save the name {key!r} to .safetensors (reserved, empty or not UTF-8)")
-        if value.dtype.itemsize not in _SAFETENSORS_KINDS.get(value.dtype.kind, ()):
-            raise CheckpointError(
-                f"cannot save {key!r} to .safetensors: dtype {value.dtype} (bool, int, uint and float16/32/64 only)"
-            )
+        if not _storable(value.dtype):
+            raise CheckpointError(f"cannot save {key!r} to .safetensors: dtype {value.dtype} ({_KINDS_TEXT})")
         tensors[key] = np.array(value, dtype=value.dtype.newbyteorder("<"), order="C")
     # safetensors stores tensors sorted; the key order goes into the metadata to restore state_dict order
     text_meta = {"format": FORMAT, "version": str(VERSION), "npattn": json.dumps({**meta, "order": list(state)})}
@@ -64,18 +70,31 @@ def _utf8(text: str) -> bool:
 
 
 def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    st = _safetensors_numpy()
-    with open(path, "rb") as f:
-        data = f.read()
+    data = read_bytes(path)
     bad = f"{path!r} is truncated, corrupt or not a safetensors file"
     header_len = int.from_bytes(data[:8], "little")
     if len(data) < 8 or header_len > len(data) - 8:
         raise CheckpointError(f"{bad}: its header declares {header_len} bytes in a file of {len(data)}")
     try:
         raw = json.loads(data[8 : 8 + header_len])
+    except ValueError as exc:
+        raise CheckpointError(f"{bad}: its header is not JSON ({exc})") from None
+    for name, entry in raw.items() if isinstance(raw, dict) else ():
+        dtype = entry.get("dtype") if isinstance(entry, dict) and name != "__metadata__" else None
+        if isinstance(dtype, str) and dtype not in _HEADER_DTYPES:  # a file save would refuse to write
+            hint = "; convert it with tensor.float() before saving" if dtype == "BF16" else ""
+            raise CheckpointError(
+                f"{path!r}: tensor {name!r} has dtype {dtype}, which npattn neither saves nor loads "
+                f"({_KINDS_TEXT}){hint}"
+            )
+    st = _safetensors_numpy()
+    try:
         state = dict(st.load(data))
     except Exception as exc:  # safetensors raises its own SafetensorError for any bad header
         raise CheckpointError(f"{bad}: {exc}") from None
+    for name, value in state.items():
+        if not _storable(value.dtype):
+            raise CheckpointError(f"{path!r}: tensor {name!r} has dtype {value.dtype}, which npattn does not load")
     raw_meta = raw.get("__metadata__") or {} if isinstance(raw, dict) else {}
     meta: dict[str, Any] = {"format": raw_meta.get("format"), "version": raw_meta.get("version")}
     if raw_meta.get("format") == FORMAT or "npattn" in raw_meta:

@@ -87,12 +87,28 @@ def read_text(path: str | os.PathLike[str]) -> str:
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{path!r} is not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} is invalid "
-            "(convert it first, e.g. iconv -f latin1 -t utf-8)"
+            f"({_conversion_hint(data, exc.start)})"
         ) from None
     text = text.removeprefix("\ufeff")
     if not text:
         raise ConfigError(f"{path!r} is empty")
     return text
+
+
+def _conversion_hint(data: bytes, bad: int) -> str:
+    """How to convert a file that is not UTF-8, from what its bytes show."""
+    for bom, encoding in ((b"\xff\xfe\x00\x00", "utf-32"), (b"\x00\x00\xfe\xff", "utf-32"), (b"\xff\xfe", "utf-16"),
+                          (b"\xfe\xff", "utf-16")):  # fmt: skip
+        if data.startswith(bom):
+            name = encoding.upper()
+            return f"it starts with a {name} byte-order mark: convert it first, e.g. iconv -f {encoding} -t utf-8"
+    if data[bad] == 0xED and 0xA0 <= data[bad + 1 : bad + 2].ljust(1, b"\0")[0] <= 0xBF:
+        return (
+            "it holds a UTF-16 surrogate encoded on its own, as CESU-8 and Java's modified UTF-8 write them: "
+            "convert it first, e.g. in Python: data.decode('utf-8', 'surrogatepass').encode('utf-16', "
+            "'surrogatepass').decode('utf-16')"
+        )
+    return "convert it first, e.g. iconv -f latin1 -t utf-8"
 
 
 def check_tokenizer(tokenizer: Any, name: str = "tokenizer") -> Tokenizer:

@@ -3,8 +3,8 @@ GPT-2's encoding through tiktoken when its files are already on this machine.
 
 Every tokenizer has ``encode(text) -> list[int]``, ``decode(ids) -> str``, ``vocab_size``, ``kind``
 and ``to_dict()`` (plain JSON: it is stored inside checkpoints, so a trained model always comes
-back with the tokenizer it was trained with). ``tokenizer_from_dict`` rebuilds one;
-``save_tokenizer`` / ``load_tokenizer`` write and read the same dict as a ``.json`` file.
+back with the tokenizer it was trained with). ``npattn.train.tokenizer_files`` rebuilds one from
+that dict (``tokenizer_from_dict``) and writes and reads it as a ``.json`` file.
 
 - ``CharTokenizer.train(text)``: one token per distinct character of the corpus (sorted by code
   point). Exact round trip for any text made of those characters; any other character raises
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import json
 import os
 import re
 import tempfile
@@ -35,7 +34,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from npattn._checks import check_positive_int
-from npattn.errors import CheckpointError, ConfigError
+from npattn.errors import ConfigError
 
 __all__ = [
     "TOKENIZER_KINDS",
@@ -44,11 +43,8 @@ __all__ = [
     "GPT2Tokenizer",
     "Tokenizer",
     "gpt2_tokenizer",
-    "load_tokenizer",
-    "save_tokenizer",
     "text_to_token_ids",
     "token_ids_to_text",
-    "tokenizer_from_dict",
     "train_tokenizer",
 ]
 
@@ -438,54 +434,6 @@ def train_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Toke
     return gpt2_tokenizer()
 
 
-def tokenizer_from_dict(state: Any) -> Tokenizer:
-    """Rebuild a tokenizer from ``to_dict()``.
-
-    Raises:
-        ConfigError: not a tokenizer description (unknown kind, missing or malformed fields).
-    """
-    if not isinstance(state, Mapping) or state.get("kind") not in TOKENIZER_KINDS:
-        kind = state.get("kind") if isinstance(state, Mapping) else type(state).__name__
-        raise ConfigError(f"not a tokenizer description: kind {kind!r} (expected one of {', '.join(TOKENIZER_KINDS)})")
-    try:
-        if state["kind"] == "char":
-            if not isinstance(state["chars"], str):
-                raise TypeError("chars must be a string")
-            return CharTokenizer(state["chars"])
-        if state["kind"] == "bpe":
-            merges = state["merges"]
-            if not isinstance(state["pattern"], str) or not all(
-                isinstance(m, (list, tuple)) and len(m) == 2 and all(isinstance(v, int) for v in m) for m in merges
-            ):
-                raise TypeError("merges must be pairs of integers and pattern a string")
-            return BPETokenizer([(a, b) for a, b in merges], state["pattern"])
-    except (KeyError, TypeError) as exc:
-        raise ConfigError(f"malformed {state['kind']} tokenizer description: {exc}") from None
-    return gpt2_tokenizer()
-
-
-def save_tokenizer(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
-    """Write ``tokenizer.to_dict()`` as JSON to ``path`` (atomically: the old file or the new one)."""
-    from npattn.train.atomic import atomic_write
-
-    atomic_write(path, json.dumps(tokenizer.to_dict(), ensure_ascii=True).encode("ascii"), what="tokenizer")
-
-
-def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
-    """Read a tokenizer written by ``save_tokenizer``.
-
-    Raises:
-        CheckpointError: the file is missing or not JSON. ConfigError: JSON that is not a tokenizer.
-    """
-    path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            state = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"cannot read the tokenizer file {path!r}: {type(exc).__name__}: {exc}") from None
-    return tokenizer_from_dict(state)
-
-
 def text_to_token_ids(text: str, tokenizer: Tokenizer) -> np.ndarray:
     """The book's helper: ``text`` encoded as a (1, n) int64 batch."""
     return np.array([tokenizer.encode(text)], dtype=np.int64).reshape(1, -1)
@@ -497,3 +445,13 @@ def token_ids_to_text(token_ids: Any, tokenizer: Tokenizer) -> str:
     if arr.ndim == 2 and arr.shape[0] == 1:
         arr = arr[0]
     return tokenizer.decode(arr)
+
+
+def __getattr__(name: str) -> Any:
+    """``tokenizer_from_dict``, ``save_tokenizer`` and ``load_tokenizer`` at their old address (they
+    live in ``npattn.train.tokenizer_files``, which imports this module)."""
+    if name in ("tokenizer_from_dict", "save_tokenizer", "load_tokenizer"):
+        from npattn.train import tokenizer_files
+
+        return getattr(tokenizer_files, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -155,3 +155,67 @@ def test_stage_check_rejects_planted_bug(rng, bug):
 def test_dropout_forward_refuses_p_outside_0_1(p):
     with pytest.raises(npattn.ConfigError, match=r"p must lie in \[0, 1\)"):
         F.dropout_forward(np.ones((2, 2)), np.ones((2, 2), bool), p)
+
+
+# ----------------------------------------------------------------------------------------------
+# Every stage's array arguments: a torch tensor is taken as its ndarray (as the modules take it);
+# anything else that is not an ndarray gets a DTypeError naming the stage and the argument.
+
+def _takes_arrays(name):
+    import inspect
+
+    return any("ndarray" in str(p.annotation) for p in inspect.signature(getattr(F, name)).parameters.values())
+
+
+STAGES = [name for name in F.__all__ if hasattr(getattr(F, name), "__wrapped__") and _takes_arrays(name)]
+
+
+def test_every_stage_with_array_arguments_is_checked():
+    assert len(STAGES) >= 28, STAGES
+    plain = [name for name in F.__all__ if callable(getattr(F, name)) and not hasattr(getattr(F, name), "__wrapped__")]
+    assert sorted(plain) == ["Recorder", "causal_mask"]  # token_cross_entropy_backward: its cache is checked
+
+
+@pytest.mark.parametrize("bad", [None, "x", True, [1.0], np.ones(3, bool)])
+def test_token_cross_entropy_backward_refuses_a_d_loss_that_is_not_a_number(bad):
+    _, cache = F.token_cross_entropy_forward(np.zeros((2, 3)), np.array([0, 1]))
+    with pytest.raises((npattn.DTypeError, npattn.ShapeError), match="token_cross_entropy_backward: "):
+        F.token_cross_entropy_backward(bad, cache)
+    (d,) = F.token_cross_entropy_backward(np.float32(1.0), cache)  # the refusal did not spend the buffers
+    assert np.isfinite(d).all()
+
+
+@pytest.mark.parametrize("name", STAGES)
+@pytest.mark.parametrize("bad", [[[1.0, 2.0]], 2.0, None, "x"])
+def test_every_stage_refuses_non_arrays_clearly(name, bad):
+    import inspect
+
+    stage = getattr(F, name)
+    params = list(inspect.signature(stage).parameters.values())
+    first = next(p for p in params if "ndarray" in str(p.annotation))
+    if bad is None and "None" in str(first.annotation):
+        pytest.skip("None is a valid value here")
+    args = [np.ones((2, 2))] * len([p for p in params if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD])
+    kind = "list or tuple of ndarrays" if "Sequence" in str(first.annotation) else "NumPy ndarray"
+    position = params.index(first)
+    args[position] = bad
+    with pytest.raises(npattn.DTypeError, match=rf"{name}: {first.name}(\[0\])? must be a (NumPy ndarray|{kind})"):
+        stage(*args)
+
+
+def test_stages_take_torch_tensors_as_the_modules_do(rng):
+    torch = pytest.importorskip("torch")
+    a, v = rng.random((2, 4, 5)), rng.random((2, 5, 3))
+    out, _ = F.context_forward(torch.from_numpy(a), torch.from_numpy(v).requires_grad_())
+    np.testing.assert_array_equal(out, F.context_forward(a, v)[0])
+    x, scale, shift = rng.random((3, 4)), rng.random(4), rng.random(4)
+    out, cache = F.layer_norm_forward(torch.from_numpy(x), scale, shift=torch.from_numpy(shift))
+    np.testing.assert_array_equal(out, F.layer_norm_forward(x, scale, shift)[0])
+    d = rng.random((3, 4))
+    for got, want in zip(F.layer_norm_backward(torch.from_numpy(d), cache), F.layer_norm_backward(d, cache)):
+        np.testing.assert_array_equal(got, want)
+    joined, _ = F.concat_forward([torch.ones(2, 2), np.zeros((2, 1))])
+    np.testing.assert_array_equal(joined, [[1, 1, 0], [1, 1, 0]])
+    q = rng.random((4, 3))
+    ctx, _ = F.attention_forward(q, q, q, mask=torch.from_numpy(F.causal_mask(4)))
+    np.testing.assert_array_equal(ctx, F.attention_forward(q, q, q, mask=F.causal_mask(4))[0])

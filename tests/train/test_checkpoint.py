@@ -462,7 +462,8 @@ def test_any_key_round_trips(tmp_path, state):
         ({"w": np.ones(1)}, {1: "a"}, "keys must be str"),
         ({"w": np.ones(1)}, {"x": (1, 2)}, "use a list"),
         ({"w": np.ones(1)}, {"x": np.ones(2)}, "is a ndarray"),
-        ({"w": np.ones(1)}, {"config": {"d": {2: 1}}}, "keys must be str"),
+        ({"w": np.ones(1)}, {"extra": {"d": {2: 1}}}, "keys must be str"),
+        ({"w": np.ones(1)}, {"config": {"d": 1}}, "reserved"),
         ({"w": np.ones(1)}, ["x"], "metadata must be a dict"),
         ({"w": np.ma.masked_array([1.0], mask=[True])}, None, "masked array"),
         ({"a": {"a": {"a": None}}}, None, None),  # replaced below: nested 100 deep

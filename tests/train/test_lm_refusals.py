@@ -6,12 +6,11 @@ import io
 import os
 
 import pytest
-from training_bad_inputs import LM_TINY
+from training_bad_inputs import LM_TINY, edited_copy
 
 import npattn.train.lm_run as lm_run
 from npattn.cli.main import main
 from npattn.errors import CheckpointError, ConfigError
-from npattn.train import checkpoint
 from npattn.train.lm import train_lm
 from npattn.train.lm_run import run_lm
 from npattn.train.text import create_dataloader_v1, default_corpus
@@ -84,14 +83,6 @@ def test_python_entry_points_name_expected_and_actual(text_file, no_model) -> No
         train_lm(None, None, None, None, 1, 1, 1, "The", None)
 
 
-def _edited(path, tmp_path, edit):
-    state = checkpoint.load(path)
-    edit(state)
-    edited = tmp_path / "edited.npz"
-    checkpoint.save(state, edited)
-    return edited
-
-
 def _pop(key):
     return lambda d: d.pop(key)
 
@@ -121,7 +112,7 @@ def _pop(key):
     ],
 )
 def test_a_resumed_checkpoint_is_checked_whole_before_any_step(tmp_path, step3, text_file, edit, error, message):
-    edited = _edited(step3, tmp_path, edit)
+    edited = edited_copy(step3, tmp_path, edit)
     _refused(error, message, {"text": text_file, "steps": 5}, resume=edited)
 
 

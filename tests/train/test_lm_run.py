@@ -9,7 +9,7 @@ from npattn.errors import CheckpointError, ConfigError
 from npattn.train import checkpoint
 from npattn.train.lm_run import LMSettings, run_lm
 from npattn.train.text import default_corpus
-from npattn.train.tokenizers import tokenizer_from_dict
+from npattn.train.tokenizer_files import tokenizer_from_dict
 
 TINY = {
     "tokenizer": "char",

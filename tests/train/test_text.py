@@ -1,6 +1,7 @@
 """The corpus, the book's sliding windows, and seeded batches."""
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -22,6 +23,34 @@ def test_default_corpus_is_the_standard_library_docs() -> None:
     assert 300_000 < len(text) < 2_000_000
     assert text.startswith('The "assert" statement')
     assert text == default_corpus()
+
+
+@pytest.mark.parametrize(
+    "encode,hint",
+    [
+        (lambda s: s.encode("utf-16"), "a UTF-16 byte-order mark: convert it first, e.g. iconv -f utf-16 -t utf-8"),
+        (lambda s: s.encode("utf-16-be").join([b"\xfe\xff", b""]), "iconv -f utf-16 -t utf-8"),
+        (lambda s: s.encode("utf-32"), "a UTF-32 byte-order mark: convert it first, e.g. iconv -f utf-32 -t utf-8"),
+        (lambda s: s.encode("latin1", "replace"), "iconv -f latin1 -t utf-8"),
+    ],
+)
+def test_a_file_that_is_not_utf8_gets_the_hint_its_bytes_show(tmp_path, encode, hint) -> None:
+    path = tmp_path / "t.txt"
+    path.write_bytes(encode("caf\u00e9 \U0001f642"))
+    with pytest.raises(ConfigError, match=re.escape(hint)):
+        read_text(path)
+
+
+def test_surrogates_encoded_one_by_one_are_named(tmp_path) -> None:
+    text = "smile \U0001f642"
+    units = text.encode("utf-16-le")
+    codes = [int.from_bytes(units[i : i + 2], "little") for i in range(0, len(units), 2)]
+    cesu = b"".join(chr(code).encode("utf-8", "surrogatepass") for code in codes)
+    (tmp_path / "t.txt").write_bytes(cesu)  # as CESU-8 and Java's modified UTF-8 write it
+    with pytest.raises(ConfigError, match="a UTF-16 surrogate encoded on its own") as info:
+        read_text(tmp_path / "t.txt")
+    fix = re.search(r"in Python: (.*)\)$", str(info.value)).group(1)
+    assert eval(fix, {"data": cesu}) == text  # the hint's own conversion gives the text back
 
 
 def test_read_text(tmp_path) -> None:

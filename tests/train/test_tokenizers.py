@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from npattn.errors import CheckpointError, ConfigError
+from npattn.train import tokenizer_files as TF
 from npattn.train import tokenizers as T
 from npattn.train.text import default_corpus
 
@@ -93,8 +94,10 @@ def test_split_pattern_covers_every_character() -> None:
 def test_a_split_pattern_that_leaves_characters_out_is_refused(tmp_path) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"kind": "bpe", "merges": [], "pattern": ""}))
+    with pytest.raises(ConfigError, match=r"the split pattern '' is not GPT-2's"):
+        TF.load_tokenizer(path)  # it encoded "hello world" as []
     with pytest.raises(ConfigError, match=r"the split pattern '' leaves 'Hello, wor' .* outside its matches"):
-        T.load_tokenizer(path)  # it encoded "hello world" as []
+        T.BPETokenizer([], "")
     for pattern in (r"[a-z]+| ", r"\w+", r"(?:[^\W\d_]|\s)+"):  # no digits, no punctuation, ...
         with pytest.raises(ConfigError, match="outside its matches"):
             T.BPETokenizer([], pattern)
@@ -164,25 +167,25 @@ def test_bad_arguments() -> None:
 def test_save_and_load(tmp_path, kind: str, corpus: str) -> None:
     tok = T.train_tokenizer(kind, corpus[:20_000])
     path = tmp_path / "tok.json"
-    T.save_tokenizer(tok, path)
-    back = T.load_tokenizer(path)
+    TF.save_tokenizer(tok, path)
+    back = TF.load_tokenizer(path)
     assert type(back) is type(tok) and back.to_dict() == tok.to_dict()
     assert back.encode(corpus[:3000]) == tok.encode(corpus[:3000])
-    assert T.tokenizer_from_dict(json.loads(json.dumps(tok.to_dict()))).to_dict() == tok.to_dict()
+    assert TF.tokenizer_from_dict(json.loads(json.dumps(tok.to_dict()))).to_dict() == tok.to_dict()
 
 
 def test_load_rejects_bad_files(tmp_path) -> None:
-    with pytest.raises(CheckpointError, match="cannot read the tokenizer file"):
-        T.load_tokenizer(tmp_path / "missing.json")
+    with pytest.raises(CheckpointError, match=r"tokenizer file '.*missing.json' does not exist"):
+        TF.load_tokenizer(tmp_path / "missing.json")
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="JSONDecodeError"):
-        T.load_tokenizer(tmp_path / "bad.json")
+        TF.load_tokenizer(tmp_path / "bad.json")
     with pytest.raises(ConfigError, match="not a tokenizer description: kind 'words'"):
-        T.tokenizer_from_dict({"kind": "words"})
+        TF.tokenizer_from_dict({"kind": "words"})
     with pytest.raises(ConfigError, match="malformed bpe tokenizer description"):
-        T.tokenizer_from_dict({"kind": "bpe", "merges": [[1, "a"]], "pattern": "."})
+        TF.tokenizer_from_dict({"kind": "bpe", "merges": [[1, "a"]], "pattern": "."})
     with pytest.raises(ConfigError, match="malformed char tokenizer description"):
-        T.tokenizer_from_dict({"kind": "char"})
+        TF.tokenizer_from_dict({"kind": "char"})
 
 
 def test_book_helpers() -> None:
@@ -238,7 +241,7 @@ def test_gpt2_needs_cached_files_and_never_downloads(monkeypatch, tmp_path) -> N
     tok = T.gpt2_tokenizer()
     assert calls == ["gpt2"] and tok.vocab_size == 50257
     assert tok.decode(tok.encode("Hi")) == "Hi"
-    assert T.tokenizer_from_dict(tok.to_dict()).vocab_size == 50257
+    assert TF.tokenizer_from_dict(tok.to_dict()).vocab_size == 50257
 
 
 def test_gpt2_gives_the_book_ids_when_available() -> None:
@@ -249,3 +252,32 @@ def test_gpt2_gives_the_book_ids_when_available() -> None:
         pytest.skip(str(exc))
     assert tok.encode("Every effort moves you") == [6109, 3626, 6100, 345]
     assert tok.encode("Hello, I am") == [15496, 11, 314, 716]
+
+
+def test_a_tokenizer_file_is_read_as_untrusted_input(tmp_path) -> None:
+    for path, kind in (("/dev/zero", "a character device"), (tmp_path, "a directory")):  # /dev/zero: read without end
+        with pytest.raises(CheckpointError, match=f"tokenizer file '{path}' is {kind}, not a file"):
+            TF.load_tokenizer(path)
+    big = tmp_path / "big.json"
+    with open(big, "wb") as f:
+        f.truncate(TF.MAX_TOKENIZER_BYTES + 1)
+    with pytest.raises(CheckpointError, match="is larger than 67,108,864 bytes"):
+        TF.load_tokenizer(big)
+    hostile = tmp_path / "hostile.json"  # catastrophic backtracking: encode("a" * 40 + "b") took days
+    hostile.write_text(json.dumps({"kind": "bpe", "merges": [], "pattern": "(a+)+$|[\\s\\S]"}))
+    with pytest.raises(ConfigError, match=r"the split pattern '\(a\+\)\+\$.*' is not GPT-2's"):
+        TF.load_tokenizer(hostile)
+
+
+def test_a_missing_key_and_a_non_tokenizer_are_named() -> None:
+    with pytest.raises(ConfigError, match=r"bpe tokenizer description: the key\(s\) 'pattern' are missing"):
+        TF.tokenizer_from_dict({"kind": "bpe", "merges": []})
+    with pytest.raises(ConfigError, match=r"save_tokenizer expects a tokenizer .*, got str 'bpe'"):
+        TF.save_tokenizer("bpe", "t.json")
+
+
+def test_the_file_functions_keep_their_old_address() -> None:
+    for name in ("tokenizer_from_dict", "save_tokenizer", "load_tokenizer"):
+        assert getattr(T, name) is getattr(TF, name)
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        T.nothing

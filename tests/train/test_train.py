@@ -385,13 +385,16 @@ def test_zero_steps_still_writes_the_checkpoint_and_it_resumes(tmp_path):
         ({"steps": -1}, npattn.ConfigError, "steps must be an integer >= 0, got -1"),
         ({"steps": 1.5}, npattn.ConfigError, "steps must be an integer >= 0, got 1.5"),
         ({"seed": -1}, npattn.ConfigError, "seed must be an integer in [0, 2**32), got -1"),
+        ({"seed": None}, npattn.ConfigError, "seed must be an integer in [0, 2**32), got None"),
         ({"lr": "0.1"}, npattn.ConfigError, "Invalid learning rate"),
         ({"lr": float("nan")}, npattn.ConfigError, "Invalid learning rate"),
         ({"log_every": -1}, npattn.ConfigError, "log_every must be an integer >= 0"),
         ({"save_every": "3"}, npattn.ConfigError, "save_every must be an integer >= 0"),
         ({"save_every": 3}, npattn.ConfigError, "needs a save path"),
         ({"task": 5}, npattn.ConfigError, "unknown task 5"),
-        ({"optimizer": None}, npattn.ConfigError, "unknown optimizer None"),
+        ({"optimizer": "lbfgs"}, npattn.ConfigError, "unknown optimizer 'lbfgs'"),
+        ({"on_log": "x"}, npattn.ConfigError, "on_log must be a function on_log(step, loss, history) or None, got str"),
+        ({"on_start": 1}, npattn.ConfigError, "on_start must be a function on_start() or None, got int"),
         ({"save": "run.safetensors"}, npattn.ConfigError, "save it to a .npz path"),
         ({"save": "missing/run.npz"}, npattn.CheckpointError, "does not exist"),
     ],
@@ -425,6 +428,15 @@ def _edited_run(tmp_path, edit):
         (lambda s: s["optimizer"]["state"][0].update(step=-3), "'step' must be an integer >= 1"),
         (lambda s: s.update(history=None), "holds a history npattn cannot read"),
         (lambda s: s["history"].update(loss=np.zeros(5)), "its history has 5 losses for 2 steps"),
+        (lambda s: s["history"]["loss"].__setitem__(1, np.nan), "history.loss[1] is nan; a run records finite"),
+        (
+            lambda s: s["history"]["moved_from_start"]["W_key"].__setitem__(0, np.inf),
+            "history.moved_from_start['W_key'][0] is inf",
+        ),
+        (
+            lambda s: s["optimizer"]["state"][0]["exp_avg_sq"].fill(-1.0),
+            "edited.npz': state of parameter 0: 'exp_avg_sq' holds negative values",
+        ),
     ],
 )
 def test_resume_checks_the_whole_checkpoint_first(tmp_path, edit, message):
@@ -443,3 +455,35 @@ def test_progress_line_keeps_its_columns_apart_at_large_distances():
     assert line.split()[-3:] == ["8.82e+08", "7.21e+06", "4.500"]
     history.moved_from_start = {"W_query": [1.0], "W_key": [2.0], "W_value": [3.0]}
     assert len(line) == len(progress_line(30, 1e6, history))  # the columns keep their width
+
+
+@pytest.mark.parametrize(
+    "given,shown",
+    [
+        ({"optimizer": "sgd"}, "--optimizer 'sgd' (checkpoint: 'adam')"),
+        ({"task": "selective-copy"}, "--task 'selective-copy' (checkpoint: 'teacher-student')"),
+        ({"seed": 7}, "--seed 7 (checkpoint: 123)"),
+        ({"lr": 0.3, "seed": 7}, "--lr 0.3 (checkpoint: 0.05), --seed 7 (checkpoint: 123)"),
+    ],
+)
+def test_resume_refuses_settings_that_contradict_the_checkpoint(tmp_path, given, shown):
+    path = _edited_run(tmp_path, lambda s: None)
+    with pytest.raises(npattn.ConfigError, match=re.escape(f"these options differ from it: {shown}")):
+        train_task(steps=4, resume=path, **given)
+    _, opt, history, task = train_task("teacher-student", optimizer="adam", lr=0.05, seed=123, steps=4, resume=path)
+    assert type(opt) is Adam and len(history.loss) == 4 and task.seed == 123  # the same settings: accepted
+
+
+def test_fit_refuses_a_start_past_the_end_and_bad_callbacks():
+    task = make_task("teacher-student")
+    model = task.make_model()
+    opt = Adam(model.parameters())
+    with pytest.raises(npattn.ConfigError, match=r"fit: start_step=10 is past steps=5"):
+        fit(model, opt, task.criterion, task.batch, 5, start_step=10)
+    assert fit(model, opt, task.criterion, task.batch, 5, start_step=5).loss == []  # a resume with nothing left
+    with pytest.raises(npattn.ConfigError, match=r"on_step must be a function on_step\(step, history\)"):
+        fit(model, opt, task.criterion, task.batch, 5, on_step=3)
+    with pytest.raises(npattn.ConfigError, match="criterion must be a loss with forward and backward"):
+        fit(model, opt, "mse", task.batch, 5)
+    with pytest.raises(npattn.ConfigError, match="fit_lbfgs: criterion must be a loss"):
+        fit_lbfgs(model, len, np.zeros((2, 4, 4)), np.zeros((2, 4, 4)))

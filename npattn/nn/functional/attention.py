@@ -16,12 +16,16 @@ The five stages of the seed article, as in SelfAttention_v1.forward:
 
 Nothing here knows about modules or parameters: every attention class composes these pairs.
 
-Inputs are ndarrays and are not converted. Shapes are checked, because a mismatch would otherwise
-surface as a raw matmul or broadcasting traceback, or worse as a silently broadcast gradient:
-each forward checks that its operands fit together and each backward that the upstream gradient
-has the forward output's shape, raising ``ShapeError`` with both shapes (a few tuple
-comparisons per call, nothing proportional to the data). Dtypes are not checked here; the
-modules check them once at their entry.
+Inputs are ndarrays and are not converted (a PyTorch tensor is taken as its ndarray, as the
+modules take it; a list, a number or None is refused with a DTypeError naming the stage and the
+argument: ``npattn._checks.stage_arrays``, applied to every stage at the end, with the checks of
+``contract``: scalar arguments, bool masks, each backward's cache and upstream gradients). Shapes are
+checked, because a mismatch would otherwise surface as a raw matmul or broadcasting traceback,
+or worse as a silently broadcast gradient: each forward checks that its operands fit together
+and each backward that the upstream gradient has the forward output's shape, raising
+``ShapeError`` with both shapes (a few tuple comparisons per call, nothing proportional to the
+data). Operands that are not real numbers (bool, complex, object) are refused with a
+``DTypeError``; other dtype conversions are the modules', once at their entry.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from npattn.errors import ConfigError, DTypeError, ShapeError
+from npattn._checks import check_allocation, check_nonnegative_int
+from npattn.errors import DTypeError, ShapeError
+from npattn.nn.functional.contract import check_dropout, wrap_stages
 
 __all__ = [
     "Recorder",
@@ -162,7 +168,7 @@ def project_qkv_backward(
     dV W_value^T = [dQ, dK, dV] @ [W_query, W_key, W_value]^T, one product.
     """
     # forward: [queries, keys, values] = x @ [W_query, W_key, W_value]
-    dx, dW = project_backward(np.concatenate((d_queries, d_keys, d_values), axis=-1), cache)
+    dx, dW = project_backward(np.concatenate((d_queries, d_keys, d_values), axis=-1), tuple(cache))
     k = d_queries.shape[-1]
     return dx, dW[:, :k], dW[:, k : 2 * k], dW[:, 2 * k :]
 
@@ -212,8 +218,15 @@ def scores_backward(d_attn_scores: np.ndarray, cache: tuple) -> tuple[np.ndarray
 
 
 def causal_mask(n: int, m: int | None = None) -> np.ndarray:
-    """The book's mask: True above the diagonal (``torch.triu(ones, diagonal=1).bool()``). (n, m)."""
-    return np.triu(np.ones((n, n if m is None else m), dtype=bool), k=1)
+    """The book's mask: True above the diagonal (``torch.triu(ones, diagonal=1).bool()``). (n, m).
+
+    Raises:
+        ConfigError: n or m not an integer >= 0, or a mask larger than this machine's memory.
+    """
+    n = check_nonnegative_int(n, "causal_mask: n")
+    m = n if m is None else check_nonnegative_int(m, "causal_mask: m")
+    check_allocation((n, m), bool, f"causal_mask({n}, {m})")
+    return np.arange(n)[:, None] < np.arange(m)  # key j > query i; one (n, m) array, no temporaries
 
 
 def mask_forward(attn_scores: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, tuple]:
@@ -244,6 +257,8 @@ def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
         raise _not_numbers("softmax", z=z)
     if z.ndim == 0:
         raise _shape_error("softmax", "needs at least one axis", z=z)
+    if not -z.ndim <= axis < z.ndim:
+        raise _shape_error("softmax", f"axis={axis} is not an axis of z", z=z)
     if z.shape[axis] == 0:
         return z.copy()
     # np.maximum.reduce and np.add.reduce are what z.max and e.sum call, without their Python layer.
@@ -255,9 +270,11 @@ def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
 
 def softmax_forward(attn_scores: np.ndarray, scale: float) -> tuple[np.ndarray, tuple]:
     """attn_weights = softmax(attn_scores * scale, axis=-1); each row sums to 1 over the keys.
+    ``scale`` is a finite real number (the book's 1/sqrt(k); 0 and negative values are taken as given).
 
     Raises:
-        DTypeError: attn_scores that are not real numbers (bool, complex, ...)."""
+        DTypeError: attn_scores that are not real numbers (bool, complex, ...).
+        ConfigError: scale not a finite real number (NaN, inf, a string, an array)."""
     if type(attn_scores) is not np.ndarray or attn_scores.dtype.kind not in "fiu":
         if np.asarray(attn_scores).dtype.kind not in "fiu":
             raise _not_numbers("softmax_forward", attn_scores=np.asarray(attn_scores))
@@ -282,19 +299,21 @@ def softmax_backward(d_attn_weights: np.ndarray, cache: tuple) -> tuple[np.ndarr
 def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tuple[np.ndarray, tuple]:
     """Inverted dropout: attn_weights * keep / (1 - p). keep is a bool array broadcastable to it.
 
-    The scale is ``1 / (1 - p)`` computed in attn_weights' dtype, as PyTorch's ``noise.div_(1 - p)``
-    does, so the output is PyTorch's bit for bit.
+    The scale is ``1 / (1 - p)`` as PyTorch's ``noise.div_(1 - p)`` computes it: in float32 for
+    float16 weights (PyTorch's CPU kernels compute half in float), in the weights' dtype for
+    float32 and float64 (float64 for int weights), then rounded once to that dtype; so the
+    output is PyTorch's bit for bit (float16 included: 1/(1 - 0.3) is 1.429 there, not 1.428).
 
     Raises:
-        ConfigError: p outside [0, 1). ShapeError: keep does not broadcast to attn_weights."""
-    if not 0.0 <= p < 1.0:  # also refuses NaN
-        raise ConfigError(f"dropout_forward: p must lie in [0, 1), got {p!r}")
+        ConfigError: p outside [0, 1). DTypeError: keep not a bool array.
+        ShapeError: keep does not broadcast to attn_weights."""
     if not _broadcasts_to(keep.shape, attn_weights.shape):
         raise _shape_error(
             "dropout_forward", "keep must broadcast to attn_weights", attn_weights=attn_weights, keep=keep
         )
-    one = np.ones((), dtype=attn_weights.dtype)
-    scale = one / np.asarray(1.0 - p, dtype=attn_weights.dtype)
+    dtype = attn_weights.dtype if attn_weights.dtype.kind == "f" else np.dtype(np.float64)
+    wide = np.promote_types(dtype, np.float32)  # PyTorch's opmath type: float for half
+    scale = (np.ones((), dtype=wide) / np.asarray(1.0 - p, dtype=wide)).astype(dtype)
     out = attn_weights * keep * scale
     return out, (keep, scale)
 
@@ -337,8 +356,11 @@ def context_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarra
 
 
 def split_heads_forward(x: np.ndarray, num_heads: int) -> tuple[np.ndarray, tuple]:
-    """(b, n, d_out) -> (b, num_heads, n, head_dim): ``x.view(b, n, h, hd).transpose(1, 2)``."""
-    if x.ndim != 3 or num_heads < 1 or x.shape[-1] % num_heads:
+    """(b, n, d_out) -> (b, num_heads, n, head_dim): ``x.view(b, n, h, hd).transpose(1, 2)``.
+
+    Raises:
+        ConfigError: num_heads not a positive integer. ShapeError: x not 3-D or d_out not divisible."""
+    if x.ndim != 3 or x.shape[-1] % num_heads:
         raise _shape_error("split_heads_forward", f"x must be (b, n, d_out) with d_out divisible by {num_heads}", x=x)
     b, n, d_out = x.shape
     out = x.reshape(b, n, num_heads, d_out // num_heads).transpose(0, 2, 1, 3)
@@ -392,6 +414,12 @@ def concat_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, ...]:
     return tuple(np.split(d_out, np.cumsum(widths)[:-1], axis=-1))
 
 
+def check_head_dim(queries: np.ndarray, keys: np.ndarray, stage: str) -> None:
+    """The scale 1/sqrt(k) needs k >= 1: refuse queries and keys of width 0 (ShapeError)."""
+    if keys.shape[-1:] == (0,) or queries.shape[-1:] == (0,):
+        raise _shape_error(stage, "queries and keys need k >= 1 (the scale is 1/sqrt(k))", queries=queries, keys=keys)
+
+
 # ----------------------------------------------------------------------------------------------
 # Stages 2-5 composed: scaled dot-product attention on projected queries, keys and values.
 
@@ -409,8 +437,15 @@ def attention_forward(
     """Stages 2 to 5: (..., n, k), (..., m, k), (..., m, kv) -> context_vec (..., n, kv).
 
     ``mask`` (n, m) bool, True = masked (set to -inf before the softmax); ``dropout_keep``
-    (..., n, m) bool with rate ``dropout_p`` (stage 4, skipped when None).
+    (..., n, m) bool with rate ``dropout_p`` (stage 4, skipped when None; a ``dropout_p`` > 0
+    without it is refused).
+
+    Raises:
+        ShapeError: operands that do not fit, or k = 0 (the scale 1/sqrt(k) is undefined).
+        ConfigError: dropout_p outside [0, 1), or > 0 without dropout_keep. DTypeError: a mask that is not bool.
     """
+    check_dropout(dropout_keep, dropout_p, "attention_forward")
+    check_head_dim(queries, keys, "attention_forward")
     if values.shape[:-1] != keys.shape[:-1]:
         raise _shape_error(
             "attention_forward",
@@ -452,3 +487,9 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
         (d_attn_scores,) = mask_backward(d_attn_scores, c_mask)
     d_queries, d_keys = scores_backward(d_attn_scores, c_scores)
     return d_queries, d_keys, d_values
+
+
+# Every stage's arguments, checked in one place (npattn._checks.stage_arrays, then contract): a torch
+# tensor is taken as its ndarray, as the modules take it; a list, a number or None gets a clear
+# DTypeError; scalars, masks, caches and upstream gradients are checked as contract.py says.
+wrap_stages(globals(), __all__)

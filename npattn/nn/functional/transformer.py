@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from npattn._checks import from_tensor
 from npattn.errors import BackwardError, ConfigError, DTypeError, ShapeError
 from npattn.nn.functional.attention import _not_numbers
+from npattn.nn.functional.contract import wrap_stages
 
 __all__ = [
     "GELU_SQRT_2_OVER_PI",
@@ -88,8 +90,6 @@ def layer_norm_forward(
     """
     if x.dtype.kind not in "fiu" or scale.dtype.kind not in "fiu" or shift.dtype.kind not in "fiu":
         raise _not_numbers("layer_norm_forward", x=x, scale=scale, shift=shift)
-    if not 0 < eps < np.inf:  # NaN fails too
-        raise ConfigError(f"layer_norm_forward: eps must be a finite number > 0, got {eps!r}")
     if x.ndim < 1 or scale.shape != x.shape[-1:] or shift.shape != x.shape[-1:]:
         raise ShapeError(
             f"layer_norm_forward: x (..., d) needs scale (d,) and shift (d,); "
@@ -113,8 +113,6 @@ def layer_norm_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np
     # forward: out = scale * norm_x + shift,  norm_x = (x - mean) / sqrt(var + eps)
     norm_x, std, scale = cache
     _check_grad("layer_norm_backward", d_out, norm_x.shape)
-    if d_out.dtype.kind not in "fiu":
-        raise _not_numbers("layer_norm_backward", d_out=d_out)
     d = norm_x.shape[-1]
     dshift = d_out.reshape(-1, d).sum(axis=0, dtype=np.result_type(d_out, norm_x))
     dscale = (d_out * norm_x).reshape(-1, d).sum(axis=0)
@@ -160,8 +158,6 @@ def gelu_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     # forward: out = 0.5 * x * (1 + t),  t = tanh(c * (x + 0.044715 * x^3))
     x, t = cache
     _check_grad("gelu_backward", d_out, x.shape)
-    if d_out.dtype.kind not in "fiu":
-        raise _not_numbers("gelu_backward", d_out=d_out)
     c, a3 = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(3 * GELU_CUBIC)
     du_dx = x * x  # du/dx = c (1 + 3 a x^2)
     du_dx *= a3
@@ -205,8 +201,6 @@ def embedding_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     # forward: out = weight[idx]
     idx, shape = cache
     _check_grad("embedding_backward", d_out, idx.shape + shape[1:])
-    if d_out.dtype.kind not in "fiu":
-        raise _not_numbers("embedding_backward", d_out=d_out)
     dweight = np.zeros(shape, dtype=d_out.dtype)
     np.add.at(dweight, idx.reshape(-1), d_out.reshape(-1, shape[1]))
     return (dweight,)
@@ -237,8 +231,6 @@ def add_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarra
     # forward: out = x + y
     x_shape, y_shape = cache
     _check_grad("add_backward", d_out, x_shape)
-    if d_out.dtype.kind not in "fiu":
-        raise _not_numbers("add_backward", d_out=d_out)
     return d_out, _sum_to(d_out, y_shape)
 
 
@@ -295,10 +287,18 @@ def token_cross_entropy_backward(d_loss: Any, cache: tuple) -> tuple[np.ndarray]
     so each forward allows one backward, as a PyTorch graph frees its buffers after backward.
 
     Raises:
-        ShapeError: d_loss not a scalar. BackwardError: a second backward for the same forward.
+        ShapeError: d_loss not a scalar. DTypeError: d_loss not a real number.
+        BackwardError: a second backward for the same forward.
     """
     # forward: loss = sum over counted tokens of (logsumexp(logits) - logits[target]) / count
     exp, sum_exp, safe, counted, count, shape, spent = cache
+    d_kind = np.asarray(from_tensor(d_loss)).dtype.kind if d_loss is not None else "None"
+    if d_kind not in "fiu" or isinstance(d_loss, (bool, np.bool_)):
+        raise DTypeError(
+            f"token_cross_entropy_backward: d_loss must be a real number (a float or a 0-d array), "
+            f"got {type(d_loss).__name__} {d_loss!r:.40}"
+        )
+    d_loss = from_tensor(d_loss)
     if np.shape(d_loss) != ():
         raise ShapeError(f"token_cross_entropy_backward: expected a scalar d_loss, got shape {np.shape(d_loss)}")
     if spent[0]:
@@ -312,3 +312,8 @@ def token_cross_entropy_backward(d_loss: Any, cache: tuple) -> tuple[np.ndarray]
     dlogits = np.multiply(exp, (weight / sum_exp)[:, None], out=exp)  # softmax(logits) * weight
     dlogits[np.arange(safe.size), safe] -= weight
     return (dlogits.reshape(shape),)
+
+
+# Every stage's arguments, checked in one place (npattn._checks.stage_arrays, then contract), as in
+# attention.py: arrays, scalars (eps, ignore_index), caches and upstream gradients.
+wrap_stages(globals(), __all__)

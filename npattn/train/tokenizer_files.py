@@ -1,0 +1,103 @@
+"""Tokenizers as plain JSON: ``tokenizer_from_dict`` rebuilds one from ``to_dict()`` (a ``.json``
+file or the entry inside a language-model checkpoint), ``save_tokenizer`` / ``load_tokenizer``
+write and read the file.
+
+What is read is untrusted: only a regular file of at most ``MAX_TOKENIZER_BYTES`` is read (a FIFO
+or /dev/zero is refused before it is opened), and a BPE description must use GPT-2's split pattern,
+the only one npattn writes: a regular expression from a file could backtrack for days
+(``(a+)+$``) or drop characters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from npattn.errors import CheckpointError, ConfigError
+from npattn.train.atomic import atomic_write, check_source, read_bytes
+from npattn.train.tokenizers import (
+    GPT2_SPLIT,
+    TOKENIZER_KINDS,
+    BPETokenizer,
+    CharTokenizer,
+    Tokenizer,
+    gpt2_tokenizer,
+)
+
+__all__ = ["MAX_TOKENIZER_BYTES", "load_tokenizer", "save_tokenizer", "tokenizer_from_dict"]
+
+MAX_TOKENIZER_BYTES = 64 * 2**20
+"""The largest tokenizer file read (GPT-2's 50,000 merges take about 1 MB as JSON)."""
+
+_FIELDS = {"char": ("chars",), "bpe": ("merges", "pattern"), "gpt2": ()}
+
+
+def tokenizer_from_dict(state: Any) -> Tokenizer:
+    """Rebuild a tokenizer from ``to_dict()``.
+
+    Raises:
+        ConfigError: not a tokenizer description (unknown kind, missing or malformed fields, a BPE
+            split pattern other than GPT-2's).
+    """
+    if not isinstance(state, Mapping) or state.get("kind") not in TOKENIZER_KINDS:
+        kind = state.get("kind") if isinstance(state, Mapping) else type(state).__name__
+        raise ConfigError(f"not a tokenizer description: kind {kind!r} (expected one of {', '.join(TOKENIZER_KINDS)})")
+    kind = state["kind"]
+    missing = [key for key in _FIELDS[kind] if key not in state]
+    if missing:
+        raise ConfigError(
+            f"malformed {kind} tokenizer description: the key(s) {', '.join(map(repr, missing))} are missing "
+            f"(a {kind} tokenizer has {', '.join(map(repr, ('kind', *_FIELDS[kind])))})"
+        )
+    if kind == "char":
+        if not isinstance(state["chars"], str):
+            got = f"{state['chars']!r:.40}"
+            raise ConfigError(f"malformed char tokenizer description: chars must be a string, got {got}")
+        return CharTokenizer(state["chars"])
+    if kind == "bpe":
+        merges, pattern = state["merges"], state["pattern"]
+        if not isinstance(merges, (list, tuple)) or not all(
+            isinstance(m, (list, tuple)) and len(m) == 2 and all(type(v) is int for v in m) for m in merges
+        ):
+            raise ConfigError("malformed bpe tokenizer description: merges must be a list of pairs of integers")
+        if pattern != GPT2_SPLIT:
+            raise ConfigError(
+                f"malformed bpe tokenizer description: the split pattern {pattern!r:.60} is not GPT-2's, the only "
+                "one npattn writes (a pattern from a file could take exponential time or drop characters)"
+            )
+        return BPETokenizer([(a, b) for a, b in merges], pattern)
+    return gpt2_tokenizer()
+
+
+def save_tokenizer(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
+    """Write ``tokenizer.to_dict()`` as JSON to ``path`` (atomically: the old file or the new one).
+
+    Raises:
+        ConfigError: ``tokenizer`` is not a tokenizer (no ``to_dict``), e.g. the name "bpe".
+        CheckpointError: a target ``npattn.save`` would refuse too.
+    """
+    if not callable(getattr(tokenizer, "to_dict", None)):
+        got = f"str {tokenizer!r}" if isinstance(tokenizer, str) else type(tokenizer).__name__
+        raise ConfigError(
+            f"save_tokenizer expects a tokenizer (CharTokenizer, BPETokenizer, gpt2_tokenizer(), "
+            f"train_tokenizer(kind, text)), got {got}"
+        )
+    atomic_write(path, json.dumps(tokenizer.to_dict(), ensure_ascii=True).encode("ascii"), what="tokenizer")
+
+
+def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
+    """Read a tokenizer written by ``save_tokenizer``.
+
+    Raises:
+        CheckpointError: the file is missing, not a regular file (a FIFO, a device), larger than
+            ``MAX_TOKENIZER_BYTES`` or not JSON. ConfigError: JSON that is not a tokenizer.
+    """
+    source = check_source(path, "tokenizer file")
+    data = read_bytes(source, "tokenizer file", limit=MAX_TOKENIZER_BYTES)
+    try:
+        state = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise CheckpointError(f"cannot read the tokenizer file {source!r}: {type(exc).__name__}: {exc}") from None
+    return tokenizer_from_dict(state)
