@@ -34,7 +34,7 @@ import numpy as np
 
 from npattn._checks import check_nonnegative_int, check_positive_int
 from npattn.errors import CheckpointError, ConfigError
-from npattn.nn.functional.transformer import token_cross_entropy_backward, token_cross_entropy_forward
+from npattn.nn.functional import token_cross_entropy_backward, token_cross_entropy_forward
 from npattn.optim import Optimizer
 from npattn.train.generate import generate
 from npattn.train.loop import check_callback, check_finite

@@ -37,7 +37,7 @@ import numpy as np
 
 from npattn._checks import check_allocation, check_nonnegative_int
 from npattn.errors import DTypeError, ShapeError
-from npattn.nn.functional.contract import check_dropout, wrap_stages
+from npattn.nn.functional.contract import check_dropout
 
 __all__ = [
     "Recorder",
@@ -487,9 +487,3 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
         (d_attn_scores,) = mask_backward(d_attn_scores, c_mask)
     d_queries, d_keys = scores_backward(d_attn_scores, c_scores)
     return d_queries, d_keys, d_values
-
-
-# Every stage's arguments, checked in one place (npattn._checks.stage_arrays, then contract): a torch
-# tensor is taken as its ndarray, as the modules take it; a list, a number or None gets a clear
-# DTypeError; scalars, masks, caches and upstream gradients are checked as contract.py says.
-wrap_stages(globals(), __all__)

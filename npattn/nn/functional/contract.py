@@ -1,7 +1,8 @@
 """The contract every stage pair keeps, checked in one place for all of them.
 
-``wrap_stages(globals(), __all__)`` at the end of each stage file (and of ``npattn.nn.losses``,
-whose loss pairs keep the same contract) applies two layers to every stage function that takes
+``wrap_stages(globals(), __all__)`` in ``npattn.nn.functional`` (the namespace callers use; the
+pipelines inside a stage file call the bare stages on what the checked stages made) and at the end
+of ``npattn.nn.losses`` (whose loss pairs keep the same contract) applies two layers to every stage function that takes
 arrays (a backward whose gradient is a number, ``d_loss``, gets the second only):
 
 1. ``npattn._checks.stage_arrays``: the array arguments are ndarrays (a torch tensor is taken as

@@ -27,7 +27,6 @@ import numpy as np
 from npattn._checks import from_tensor
 from npattn.errors import BackwardError, ConfigError, DTypeError, ShapeError
 from npattn.nn.functional.attention import _not_numbers
-from npattn.nn.functional.contract import wrap_stages
 
 __all__ = [
     "GELU_SQRT_2_OVER_PI",
@@ -312,8 +311,3 @@ def token_cross_entropy_backward(d_loss: Any, cache: tuple) -> tuple[np.ndarray]
     dlogits = np.multiply(exp, (weight / sum_exp)[:, None], out=exp)  # softmax(logits) * weight
     dlogits[np.arange(safe.size), safe] -= weight
     return (dlogits.reshape(shape),)
-
-
-# Every stage's arguments, checked in one place (npattn._checks.stage_arrays, then contract), as in
-# attention.py: arrays, scalars (eps, ignore_index), caches and upstream gradients.
-wrap_stages(globals(), __all__)
