@@ -907,6 +907,13 @@ def _gpt_with_read_only_grad(name: str) -> npattn.Module:
     return model
 
 
+def _with_data(
+    model: npattn.Module, holder: Callable[[npattn.Module], npattn.Parameter], data: np.ndarray
+) -> npattn.Module:
+    holder(model).data = data
+    return model
+
+
 def reliability_bad_inputs() -> list[BadInput]:
     """Calls that used to change state before failing, give silently wrong answers, or certify
     nothing: bad ``.grad``s, read-only targets, dtypes out of range, checks that cannot fail."""
@@ -1240,6 +1247,38 @@ def reliability_bad_inputs() -> list[BadInput]:
             _on_16_gib(lambda: npattn.GPTModel({**npattn.GPT_CONFIG_124M, "n_layers": 10**9})),
             npattn.ConfigError,
             "more than this machine's memory (16.0 GiB)",
+        ),
+        (
+            "SelfAttention_v1(x)",
+            "W_query.data replaced with a (3, 3) array (was a silently wrong (6, 1) output)",
+            lambda: _with_data(npattn.SelfAttention_v1(3, 2, rng=1), lambda m: m.W_query, np.ones((3, 3), np.float32))(
+                npattn.book_inputs()
+            ),
+            npattn.ShapeError,
+            "SelfAttention_v1: parameter W_query has shape (3, 3), expected (3, 2)",
+        ),
+        (
+            "MultiHeadAttention(x)",
+            "W_key.weight.data replaced with a (6, 4) array (was a message about x)",
+            lambda: _with_data(
+                npattn.MultiHeadAttention(6, 4, 5, 0.0, 2, rng=0), lambda m: m.W_key.weight, np.ones((6, 4), np.float32)
+            )(np.ones((1, 5, 6))),
+            npattn.ShapeError,
+            "MultiHeadAttention: parameter W_key.weight has shape (6, 4), expected (4, 6)",
+        ),
+        (
+            "GPTModel(idx)",
+            "one parameter's .data replaced with float64 in a float32 model",
+            lambda: _with_data(_tiny_gpt(), lambda m: m.final_norm.scale, np.ones(4))(np.zeros((1, 2), int)),
+            npattn.DTypeError,
+            "GPTModel: parameter final_norm.scale has dtype float64, expected float32",
+        ),
+        (
+            "F.project_qkv_forward(x, W_query, W_key, W_value)",
+            "W_key narrower than W_query (was keys made of W_query's columns)",
+            lambda: F.project_qkv_forward(np.ones((6, 3)), np.ones((3, 3)), np.ones((3, 2)), np.ones((3, 2))),
+            npattn.ShapeError,
+            "W_key as wide as W_query; got x (6, 3), W_query (3, 3), W_key (3, 2)",
         ),
     ]
     return [BadInput(*row) for row in rows]

@@ -26,6 +26,7 @@ from npattn._checks import from_tensor
 from npattn.debug.backcheck import BackwardCheck, check_backward, describe_exception, recover_keep
 from npattn.debug.backward import GRAD_NAMES
 from npattn.errors import ConfigError
+from npattn.nn import Module
 
 __all__ = [
     "DROPOUT_P",
@@ -105,7 +106,10 @@ def pair_callables(
 
 def load_float64(obj: Any, W: Mapping[str, np.ndarray]) -> None:
     """Put float64 copies of the (d_in, d_out) weights into the object's W_query, W_key, W_value
-    (plain arrays, npattn Parameters, or Linear layers with (d_out, d_in) weights)."""
+    (plain arrays, npattn Parameters, or Linear layers with (d_out, d_in) weights); an npattn
+    Module is converted with ``to(float64)`` first (a module's parameters share one dtype)."""
+    if isinstance(obj, Module):
+        obj.to(np.float64)
     for n in WEIGHTS:
         holder = getattr(obj, n)
         if hasattr(holder, "weight") and not isinstance(holder, np.ndarray):  # a Linear

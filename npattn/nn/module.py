@@ -20,7 +20,7 @@ import numpy as np
 from npattn._checks import as_array, check_bool, check_float_dtype, grad_problem
 from npattn.errors import BackwardError, ConfigError, DTypeError, StateDictError
 from npattn.nn.functional import Recorder
-from npattn.nn.parameter import Parameter, shared_grads, zero_grads
+from npattn.nn.parameter import Parameter, check_specs, shared_grads, zero_grads
 
 __all__ = ["IncompatibleKeys", "Module", "ModuleList", "Parameter"]
 
@@ -41,6 +41,7 @@ class Module:
 
     training: bool
     _parameters: OrderedDict[str, Parameter]
+    _specs: dict[str, tuple[tuple[int, ...], np.dtype]]
     _buffers: OrderedDict[str, np.ndarray]
     _non_persistent: set[str]
     _modules: OrderedDict[str, Module]
@@ -49,6 +50,7 @@ class Module:
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_specs", {})
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_modules", OrderedDict())
@@ -66,6 +68,7 @@ class Module:
             buffers.pop(name, None)
             modules.pop(name, None)
             params[name] = value
+            self._specs.setdefault(name, (value._data.shape, value._data.dtype))
         elif isinstance(value, Module):
             params.pop(name, None)
             buffers.pop(name, None)
@@ -81,7 +84,7 @@ class Module:
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
-        for registry in (self._parameters, self._buffers, self._modules):
+        for registry in (self._parameters, self._buffers, self._modules, self._specs):
             registry.pop(name, None)
         self._non_persistent.discard(name)
         object.__delattr__(self, name)
@@ -234,6 +237,7 @@ class Module:
             param.data = param.data.astype(dtype)
             param.grad = grad
         for module in self.modules():
+            module._specs.update((n, (p._data.shape, dtype)) for n, p in module._parameters.items())
             for name, buf in list(module._buffers.items()):
                 if buf.dtype.kind == "f":
                     setattr(module, name, buf.astype(dtype))
@@ -393,6 +397,7 @@ class Module:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        check_specs(self)
         return self.forward(*args, **kwargs)
 
     def _saved(self) -> Any:

@@ -12,8 +12,9 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import as_array, check_bool
+from npattn.errors import DTypeError, ShapeError
 
-__all__ = ["Parameter", "shared_grads", "zero_grads"]
+__all__ = ["Parameter", "check_specs", "shared_grads", "zero_grads"]
 
 
 class Parameter:
@@ -165,3 +166,36 @@ def zero_grads(params: Iterable[Parameter], set_to_none: Any = False) -> None:
                 g[...] = 0
         else:
             param.grad = np.zeros_like(data)
+
+
+def check_specs(module: Any) -> None:
+    """Every Parameter of ``module`` and its submodules still has the shape and dtype it was
+    registered with (``Module.to`` changes the dtype of all of them): a ``.data`` replaced with
+    another shape would be split, broadcast or multiplied into a wrong answer. One tuple compare
+    per parameter, before every forward (``Module.__call__``).
+
+    Raises:
+        ShapeError, DTypeError: naming the parameter, the expected and the actual shape or dtype.
+    """
+    for m in module.modules() if module._modules else (module,):
+        specs = m._specs
+        for name, p in m._parameters.items():
+            data = p._data
+            spec = specs[name]
+            if data.shape != spec[0] or (data.dtype is not spec[1] and data.dtype != spec[1]):
+                _spec_error(module, m, name, data, *spec)
+
+
+def _spec_error(module: Any, owner: Any, name: str, data: np.ndarray, shape: tuple, dtype: np.dtype) -> None:
+    prefix = next(n for n, sub in module.named_modules() if sub is owner)
+    full = f"{prefix}.{name}" if prefix else name
+    where = f"{type(module).__name__}: parameter {full}"
+    if data.shape != shape:
+        raise ShapeError(
+            f"{where} has shape {data.shape}, expected {shape} (the shape the module was built with); "
+            f"assign .data an array of shape {shape}, or build a new module for other sizes"
+        )
+    raise DTypeError(
+        f"{where} has dtype {data.dtype}, expected {dtype} like the module's other parameters; "
+        f"convert the whole module with .to({data.dtype.name}) instead of one parameter"
+    )

@@ -152,8 +152,16 @@ def project_qkv_forward(
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple]:
     """queries, keys, values = x @ W_query, x @ W_key, x @ W_value, as one product.
 
-    x (..., n, d), each W (d, k) -> three (..., n, k) column views of x @ [W_query, W_key, W_value].
+    x (..., n, d), W_query and W_key (d, k), W_value (d, k_v) -> (..., n, k) twice, (..., n, k_v):
+    column views of x @ [W_query, W_key, W_value]. ShapeError: a weight not 2-D with d rows, or W_key
+    not as wide as W_query (the product is split at W_query's width).
     """
+    sq, sk, sv = W_query.shape, W_key.shape, W_value.shape
+    if not (len(sq) == 2 and sk == sq and len(sv) == 2 and x.ndim >= 1 and sq[0] == sv[0] == x.shape[-1]):
+        rule = "x (..., n, d) @ W_query, W_key (d, k), W_value (d, k_v) needs d rows each and W_key as wide as W_query"
+        raise _shape_error("project_qkv_forward", rule, x=x, W_query=W_query, W_key=W_key, W_value=W_value)
+    if W_query.dtype.kind not in "fiu" or W_key.dtype.kind not in "fiu" or W_value.dtype.kind not in "fiu":
+        raise _not_numbers("project_qkv_forward", W_query=W_query, W_key=W_key, W_value=W_value)
     qkv, cache = project_forward(x, np.concatenate((W_query, W_key, W_value), axis=1))
     k = W_query.shape[1]
     return (qkv[..., :k], qkv[..., k : 2 * k], qkv[..., 2 * k :]), cache
