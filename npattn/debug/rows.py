@@ -20,6 +20,7 @@ from npattn.nn import functional as F
 from npattn.nn.attention import (
     MultiHeadAttentionWrapper,
 )
+from npattn.nn.layers import Dropout
 from npattn.nn.module import Module
 
 __all__ = ["RowCheck", "check_rows", "check_rows_of", "single_token_context"]
@@ -35,6 +36,7 @@ class RowCheck:
     row_diffs: np.ndarray
     atol: float
     tokens: Sequence[str] | None = None
+    note: str = ""  # how the output was made (e.g. a module run in eval mode), printed last
 
     @property
     def worst_row(self) -> tuple[int, ...]:
@@ -77,7 +79,7 @@ class RowCheck:
         return (
             f"single-token check (each token's context vector computed on its own, section 3.4): {verdict}\n"
             f"  worst: {self._row_name(worst)}: on its own [{exp}], batched [{got}], "
-            f"max |diff| {self.max_diff:.3e} (allowed {self.atol:.1e})"
+            f"max |diff| {self.max_diff:.3e} (allowed {self.atol:.1e})" + (f"\n  {self.note}" if self.note else "")
         )
 
     __repr__ = __str__
@@ -187,6 +189,8 @@ def check_rows_of(
     """``check_rows`` for one of npattn's attention classes (causal when it is, per head when it has
     heads). ``output``: the module's output on x, or a Trace of it (default: run the module).
     For MultiHeadAttention the rows checked are the ``merged_heads`` stage (before out_proj).
+    The module runs in eval mode here (each token on its own is computed without dropout), then
+    goes back to its mode; the report's note says so when dropout was on.
 
     Raises:
         ConfigError: not one of npattn's attention classes.
@@ -194,12 +198,26 @@ def check_rows_of(
     kind = kind_of(module)
     if kind is None:
         raise ConfigError(f"check_rows_of knows npattn's attention classes, got {type(module).__name__}")
-    if kind == "multihead" and not isinstance(output, Trace):
-        output = trace(module, x)
+    p = max((m.p for m in module.modules() if isinstance(m, Dropout)), default=0.0)
+    note = ""
+    run_here = output is None or (kind == "multihead" and not isinstance(output, Trace))
+    if module.training and p > 0:
+        if run_here:  # run here: in eval mode, since each token on its own is computed without dropout
+            note = f"note: the module ran in eval mode (dropout={p:g} off) for this check, then back in training mode"
+        else:
+            note = (
+                f"note: the module is in training mode with dropout={p:g}: an output of a training forward has "
+                "dropped attention weights, which the single-token check does not; pass an output of module.eval()"
+            )
+    if run_here:
+        training = module.training
+        module.eval()
+        try:
+            output = trace(module, x) if kind == "multihead" else module(x)
+        finally:
+            module.train(training)
     if isinstance(output, Trace):
         output = output["merged_heads"] if kind == "multihead" else output.output
-    elif output is None:
-        output = module(x)
     heads: Any = module.heads if isinstance(module, MultiHeadAttentionWrapper) else [module]
     per_head = [weights_of(head) for head in heads]
     weights = {n: np.concatenate([W[n] for W in per_head], axis=1) for n in WEIGHT_NAMES}
@@ -208,6 +226,6 @@ def check_rows_of(
             weights[f"{n}.bias"] = np.concatenate([W[f"{n}.bias"] for W in per_head])
     num_heads = getattr(module, "num_heads", 1)
     causal = kind != "self"
-    return check_rows(x, weights, output, causal=causal, num_heads=num_heads, atol=atol, rtol=rtol, tokens=tokens)
-
-
+    report = check_rows(x, weights, output, causal=causal, num_heads=num_heads, atol=atol, rtol=rtol, tokens=tokens)
+    report.note = note
+    return report
