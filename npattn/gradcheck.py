@@ -6,12 +6,13 @@ that loss w.r.t. the scores is zero and a broken softmax backward would pass).
 
 A tensor passes when max|numerical - analytical| <= atol + rtol * max|numerical|, judged per
 tensor. With eps = 1e-6 in float64 the finite-difference error is about 1e-10 of the gradient's
-scale, so the defaults (atol = 1e-8, rtol = 1e-6) reject a gradient scaled by 1.0001 (an error of
+scale, so the defaults (atol = 1e-8, or the rounding noise ``difference_noise`` when larger; rtol = 1e-6) reject a gradient scaled by 1.0001 (an error of
 1e-4 of the scale) by a factor of about 100, and pass a correct one with a margin of about 100 or more.
 
 A check that cannot fail is refused (ConfigError) rather than passed: an input with no elements,
 rtol >= 1e-4, and an atol so wide that, for the largest gradient compared, a gradient off by
-0.01% (x 1.0001) or with its sign flipped would pass. So is a check whose numerical gradient
+0.01% (x 1.0001) or with its sign flipped would pass (a caller's atol: for any tensor, with its
+sign flipped). So is a check whose numerical gradient
 cannot be trusted: a forward output holding NaN or inf, and an eps below ``MIN_EPS`` times the
 largest magnitude perturbed (at least ``MIN_EPS``). Rounding x + eps in float64 errs by up to
 1.1e-16 |x|, an error of 1.1e-16 |x| / eps in the step: at eps = 1e-10 |x| that is about 1e-6 of
@@ -40,6 +41,9 @@ __all__ = ["DETECTS", "GradcheckReport", "TensorCheck", "gradcheck", "gradcheck_
 
 DETECTS = 1e-4
 """Every check must be able to fail a gradient off by this relative amount (x 1.0001)."""
+
+DIFFERENCE_NOISE = 10.0
+"""How many times the finite differences' rounding noise the default atol allows (``difference_noise``)."""
 
 MIN_EPS = 1e-10
 """The smallest eps, relative to the largest magnitude perturbed (and absolute below magnitude 1)."""
@@ -78,6 +82,8 @@ class GradcheckReport:
     eps: float = 1e-6
     atol: float = 1e-8
     rtol: float = 1e-6
+    note: str = ""  # why a correct backward may fail (a forward in float32), printed with the verdict
+    user_atol: bool = True  # atol given by the caller: every tensor must be able to fail under it
 
     @property
     def passed(self) -> bool:
@@ -107,6 +113,8 @@ class GradcheckReport:
                 f"{c.allowed:>10.2e} {margin:>9}  {'ok' if c.passed else 'FAIL'}"
             )
         rows.append(f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {'PASSED' if self.passed else 'FAILED'}")
+        if self.note and not self.passed:
+            rows.append(self.note)
         return "\n".join(rows)
 
     __repr__ = __str__
@@ -114,9 +122,15 @@ class GradcheckReport:
     def _repr_html_(self) -> str:
         """The table as HTML (Jupyter)."""
         rows = [
-            [c.name, "x".join(map(str, c.shape)) + (" (dir)" if c.directional else ""), f"{c.max_abs_error:.3e}",
-             f"{c.max_rel_error:.3e}", f"{c.allowed:.2e}", "inf" if c.margin == float("inf") else f"{c.margin:.3g}x",
-             "ok" if c.passed else "FAIL"]
+            [
+                c.name,
+                "x".join(map(str, c.shape)) + (" (dir)" if c.directional else ""),
+                f"{c.max_abs_error:.3e}",
+                f"{c.max_rel_error:.3e}",
+                f"{c.allowed:.2e}",
+                "inf" if c.margin == float("inf") else f"{c.margin:.3g}x",
+                "ok" if c.passed else "FAIL",
+            ]
             for c in self.checks
         ]
         header = ["tensor", "shape", "max abs err", "max rel err", "allowed", "margin", "result"]
@@ -171,12 +185,11 @@ def _compare(
     if error.size == 0:
         return TensorCheck(name, target.shape, 0.0, 0.0, allowed, (), 0.0, 0.0, fast_mode, scale)
     worst = np.unravel_index(int(np.argmax(error)), error.shape)
-    rel = error / np.maximum(np.abs(numerical), 1e-300)
     return TensorCheck(
         name=name,
         shape=target.shape,
         max_abs_error=float(error[worst]),
-        max_rel_error=float(np.max(np.where(error > 0, rel, 0.0))),
+        max_rel_error=max_relative_error(error, numerical),
         allowed=allowed,
         worst_index=tuple(int(i) for i in worst),
         numerical=float(numerical[worst]),
@@ -186,9 +199,42 @@ def _compare(
     )
 
 
-def _check_settings(
-    eps: float, atol: float, rtol: float, n_directions: int, seed: int, **flags: bool
-) -> None:
+def max_relative_error(error: np.ndarray, reference: np.ndarray) -> float:
+    """max |error| / |reference| over the entries with an error; inf where the reference is exactly 0
+    (printed as "inf"; verdicts use the absolute error and ``allowed``, never this number)."""
+    wrong = error > 0
+    if not np.any(wrong):
+        return 0.0
+    ref = np.abs(reference[wrong])
+    if np.any(ref == 0):
+        return float("inf")
+    return float(np.max(error[wrong] / ref))
+
+
+def difference_noise(out: np.ndarray, G: np.ndarray, eps: float) -> float:
+    """The rounding noise of a central difference of L = sum(out * G): ``DIFFERENCE_NOISE`` times
+    float64's epsilon (2.2e-16) times sum|out * G|, over eps. Part of gradcheck's default atol (a
+    large output next to a small one makes the small tensor's differences that noisy)."""
+    return DIFFERENCE_NOISE * float(np.finfo(np.float64).eps) * float(np.sum(np.abs(out * G))) / eps
+
+
+def _precision_hint(out: Any) -> str:
+    """Why a correct backward may fail here: a forward output in float32 (or lower), or float64
+    values that are all float32 numbers (computed in float32 inside); "" otherwise."""
+    arr = np.asarray(out)
+    if arr.dtype.kind == "f" and arr.dtype.itemsize < 8:
+        inside = f"returns {arr.dtype}"
+    elif arr.dtype == np.float64 and np.any(arr != np.round(arr)) and np.array_equal(arr, arr.astype(np.float32)):
+        inside = "returns float64 values that are all float32 numbers (float32 inside?)"
+    else:
+        return ""
+    return (
+        f"note: the forward {inside}: finite differences of float32 are rounding noise, so a correct "
+        "backward fails here; gradcheck needs the forward to compute in float64"
+    )
+
+
+def _check_settings(eps: float, atol: float, rtol: float, n_directions: int, seed: int, **flags: bool) -> None:
     """Refuse settings under which a check could not fail (or could not pass)."""
     if not check_finite(eps, "eps") > 0:
         raise ConfigError(f"eps must be > 0, got {eps}")
@@ -243,6 +289,23 @@ def _check_can_fail(report: GradcheckReport) -> None:
             f"a gradient off by 0.01% (x 1.0001) or with its sign flipped would pass; "
             f"use atol < {(DETECTS - report.rtol) * largest:.2g}"
         )
+    # A caller's atol, per tensor: each tensor whose gradient is above the default atol must fail
+    # with its sign flipped (an error of twice its scale).
+    for c in report.checks if report.user_atol else ():
+        if c.scale > 1e-8 and c.allowed >= 2 * c.scale:
+            raise ConfigError(
+                f"gradcheck: atol={report.atol:g} is too wide for {c.name} (its gradient's largest magnitude "
+                f"is {c.scale:.3g}): its gradient with the sign flipped would pass; "
+                f"use atol < {(2 - report.rtol) * c.scale:.2g}"
+            )
+
+
+def _new_report(out: Any, G: np.ndarray, eps: float, atol: float | None, rtol: float) -> GradcheckReport:
+    """The report, with the default atol (None): 1e-8 or, when larger, ``difference_noise``."""
+    user_atol = atol is not None
+    if atol is None:
+        atol = max(1e-8, difference_noise(np.asarray(out, dtype=np.float64), G, eps))
+    return GradcheckReport(eps=eps, atol=atol, rtol=rtol, note=_precision_hint(out), user_atol=user_atol)
 
 
 def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
@@ -262,7 +325,7 @@ def gradcheck(
     x: Any,
     *,
     eps: float = 1e-6,
-    atol: float = 1e-8,
+    atol: float | None = None,
     rtol: float = 1e-6,
     seed: int = 0,
     raise_exception: bool = True,
@@ -296,8 +359,14 @@ def gradcheck(
     if next(module.parameters(), None) is None:
         raise ConfigError(f"gradcheck: {type(module).__name__} has no parameters to check")
     _check_settings(
-        eps, atol, rtol, n_directions, seed,
-        raise_exception=raise_exception, fast_mode=fast_mode, check_input=check_input,
+        eps,
+        1e-8 if atol is None else atol,
+        rtol,
+        n_directions,
+        seed,
+        raise_exception=raise_exception,
+        fast_mode=fast_mode,
+        check_input=check_input,
     )
     x = from_tensor(x)  # a torch tensor (even one that requires grad) as its values
     x_arr = as_array(x, "x")  # rejects non-numeric data with a clear message
@@ -330,7 +399,8 @@ def gradcheck(
     def loss() -> float:
         return float(np.sum(np.asarray(model(x64)) * G))
 
-    report = GradcheckReport(eps=eps, atol=atol, rtol=rtol)
+    report = _new_report(out, G, eps, atol, rtol)
+    atol = report.atol
     for name, param in model.named_parameters():
         if param.grad is None:  # frozen: no gradient to check
             continue
@@ -350,7 +420,7 @@ def gradcheck_stage(
     kwargs: dict[str, Any] | None = None,
     names: Sequence[str] | None = None,
     eps: float = 1e-6,
-    atol: float = 1e-8,
+    atol: float | None = None,
     rtol: float = 1e-6,
     seed: int = 0,
     raise_exception: bool = True,
@@ -374,7 +444,15 @@ def gradcheck_stage(
             tuple; ``kwargs`` not a dict; an input or an output with no elements; a forward output
             holding NaN or inf; the settings ``gradcheck`` refuses.
     """
-    _check_settings(eps, atol, rtol, n_directions, seed, raise_exception=raise_exception, fast_mode=fast_mode)
+    _check_settings(
+        eps,
+        1e-8 if atol is None else atol,
+        rtol,
+        n_directions,
+        seed,
+        raise_exception=raise_exception,
+        fast_mode=fast_mode,
+    )
     for role, fn in (("forward", forward), ("backward", backward)):
         if not callable(fn):
             raise ConfigError(f"gradcheck_stage: {role} must be a function, got {type(fn).__name__}")
@@ -426,7 +504,8 @@ def gradcheck_stage(
     def loss() -> float:
         return float(np.sum(forward(*arrays, **kwargs)[0] * G))
 
-    report = GradcheckReport(eps=eps, atol=atol, rtol=rtol)
+    report = _new_report(out, G, eps, atol, rtol)
+    atol = report.atol
     for name, target, grad in zip(names, arrays, grads):
         report.checks.append(
             _compare(name, target, np.asarray(grad), loss, eps, atol, rtol, fast_mode, n_directions, rng)

@@ -9,6 +9,7 @@ import pytest
 from planted import plant
 
 import npattn
+from npattn.gradcheck import DIFFERENCE_NOISE
 from npattn.nn import functional as F
 
 GRID = [  # (batch or None, n, d_in, d_out)
@@ -183,7 +184,9 @@ def test_defaults_are_pinned():
 
     for check in (npattn.gradcheck, npattn.gradcheck_stage):
         params = inspect.signature(check).parameters
-        assert (params["eps"].default, params["atol"].default, params["rtol"].default) == (1e-6, 1e-8, 1e-6)
+        assert (params["eps"].default, params["atol"].default, params["rtol"].default) == (1e-6, None, 1e-6)
+    # atol=None: 1e-8, or the finite differences' rounding noise when larger
+    assert DIFFERENCE_NOISE == 10.0
 
 
 def test_defaults_fail_a_gradient_off_by_a_hundredth_percent_at_magnitude_1e3():

@@ -36,7 +36,7 @@ from npattn.debug.backward import (
 from npattn.debug.tolerance import check_tolerances, largest, matches
 from npattn.debug.weights import gradient_array
 from npattn.errors import ConfigError
-from npattn.gradcheck import DETECTS, TensorCheck, _compare
+from npattn.gradcheck import DETECTS, TensorCheck, _compare, difference_noise, max_relative_error
 
 __all__ = ["BackwardCheck", "GradientRow", "check_backward", "describe_exception", "recover_keep"]
 
@@ -44,10 +44,6 @@ __all__ = ["BackwardCheck", "GradientRow", "check_backward", "describe_exception
 # epsilon 1.2e-7, a few operations deep), relative to each gradient's magnitude; every catalogued
 # mistake is off by far more.
 FLOAT32_TOLERANCE = (0.0, 1e-4)
-
-# Finite differences of L = sum(output * G) err by rounding of about 2.2e-16 * sum|output * G| / eps:
-# their atol is this many times that (1e-8 at the book's scale), so it shrinks with the values.
-DIFFERENCE_NOISE = 10.0
 
 Forward = Callable[[np.ndarray, Mapping[str, np.ndarray]], Any]
 Backward = Callable[[np.ndarray, Mapping[str, np.ndarray], np.ndarray], Mapping[str, Any]]
@@ -221,12 +217,11 @@ def _against(name: str, user: np.ndarray, reference: np.ndarray, atol: float, rt
     if error.size == 0:
         return TensorCheck(name, user.shape, 0.0, 0.0, allowed, (), 0.0, 0.0)
     worst = np.unravel_index(int(np.argmax(error)), error.shape)
-    rel = np.where(error > 0, error / np.maximum(np.abs(reference), 1e-300), 0.0)
     return TensorCheck(
         name,
         user.shape,
         float(error[worst]),
-        float(np.max(rel)),
+        max_relative_error(error, reference),
         allowed,
         tuple(int(i) for i in worst),
         float(reference[worst]),
@@ -321,7 +316,7 @@ def check_backward(
             return report
     exact_atol = atol or 0.0  # against npattn's float64 gradient: relative to each tensor
     if atol is None:  # against finite differences: their rounding noise
-        atol = DIFFERENCE_NOISE * float(np.finfo(np.float64).eps) * float(np.sum(np.abs(out * G))) / eps
+        atol = difference_noise(out, G, eps)
     report.atol = atol
 
     def loss() -> float:
