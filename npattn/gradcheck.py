@@ -6,8 +6,9 @@ that loss w.r.t. the scores is zero and a broken softmax backward would pass).
 
 A tensor passes when max|numerical - analytical| <= atol + rtol * max|numerical|, judged per
 tensor. With eps = 1e-6 in float64 the finite-difference error is about 1e-10 of the gradient's
-scale, so the defaults (atol = 1e-8, or the rounding noise ``difference_noise`` when larger; rtol = 1e-6) reject a gradient scaled by 1.0001 (an error of
-1e-4 of the scale) by a factor of about 100, and pass a correct one with a margin of about 100 or more.
+scale, so the defaults (atol = 1e-8, or the rounding noise ``difference_noise`` when larger;
+rtol = 1e-6) reject a gradient scaled by 1.0001 (an error of 1e-4 of the scale) by a factor of
+about 100, and pass a correct one with a margin of about 100 or more.
 
 A check that cannot fail is refused (ConfigError) rather than passed: an input with no elements,
 rtol >= 1e-4, and an atol so wide that, for the largest gradient compared, a gradient off by
@@ -122,15 +123,9 @@ class GradcheckReport:
     def _repr_html_(self) -> str:
         """The table as HTML (Jupyter)."""
         rows = [
-            [
-                c.name,
-                "x".join(map(str, c.shape)) + (" (dir)" if c.directional else ""),
-                f"{c.max_abs_error:.3e}",
-                f"{c.max_rel_error:.3e}",
-                f"{c.allowed:.2e}",
-                "inf" if c.margin == float("inf") else f"{c.margin:.3g}x",
-                "ok" if c.passed else "FAIL",
-            ]
+            [c.name, "x".join(map(str, c.shape)) + (" (dir)" if c.directional else ""), f"{c.max_abs_error:.3e}",
+             f"{c.max_rel_error:.3e}", f"{c.allowed:.2e}", "inf" if c.margin == float("inf") else f"{c.margin:.3g}x",
+             "ok" if c.passed else "FAIL"]
             for c in self.checks
         ]
         header = ["tensor", "shape", "max abs err", "max rel err", "allowed", "margin", "result"]
@@ -359,15 +354,9 @@ def gradcheck(
     if next(module.parameters(), None) is None:
         raise ConfigError(f"gradcheck: {type(module).__name__} has no parameters to check")
     _check_settings(
-        eps,
-        1e-8 if atol is None else atol,
-        rtol,
-        n_directions,
-        seed,
-        raise_exception=raise_exception,
-        fast_mode=fast_mode,
-        check_input=check_input,
-    )
+        eps, 0.0 if atol is None else atol, rtol, n_directions, seed,
+        raise_exception=raise_exception, fast_mode=fast_mode, check_input=check_input,
+    )  # fmt: skip
     x = from_tensor(x)  # a torch tensor (even one that requires grad) as its values
     x_arr = as_array(x, "x")  # rejects non-numeric data with a clear message
     kind = np.asarray(x).dtype.kind
@@ -445,14 +434,9 @@ def gradcheck_stage(
             holding NaN or inf; the settings ``gradcheck`` refuses.
     """
     _check_settings(
-        eps,
-        1e-8 if atol is None else atol,
-        rtol,
-        n_directions,
-        seed,
-        raise_exception=raise_exception,
-        fast_mode=fast_mode,
-    )
+        eps, 0.0 if atol is None else atol, rtol, n_directions, seed,
+        raise_exception=raise_exception, fast_mode=fast_mode,
+    )  # fmt: skip
     for role, fn in (("forward", forward), ("backward", backward)):
         if not callable(fn):
             raise ConfigError(f"gradcheck_stage: {role} must be a function, got {type(fn).__name__}")

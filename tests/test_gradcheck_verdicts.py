@@ -43,7 +43,7 @@ def test_a_correct_module_with_outputs_of_very_different_scales_passes():
 
 
 def test_a_callers_atol_must_let_every_tensor_fail_with_its_sign_flipped():
-    with pytest.raises(npattn.ConfigError, match="atol=0.001 is too wide for B"):
+    with pytest.raises(npattn.ConfigError, match=r"atol=0\.001 is too wide for B"):
         npattn.gradcheck(Two("signB"), X, atol=1e-3)
 
 
