@@ -1274,6 +1274,13 @@ def reliability_bad_inputs() -> list[BadInput]:
             "GPTModel: parameter final_norm.scale has dtype float64, expected float32",
         ),
         (
+            "CausalAttention.dropout.p = p",
+            "a string assigned after construction (was a TypeError inside the forward)",
+            lambda: setattr(npattn.CausalAttention(3, 2, 6, 0.5, rng=0).dropout, "p", "abc"),
+            npattn.ConfigError,
+            "dropout p must be a number in [0, 1), got 'abc' (str)",
+        ),
+        (
             "F.project_qkv_forward(x, W_query, W_key, W_value)",
             "W_key narrower than W_query (was keys made of W_query's columns)",
             lambda: F.project_qkv_forward(np.ones((6, 3)), np.ones((3, 3)), np.ones((3, 2)), np.ones((3, 2))),

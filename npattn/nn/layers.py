@@ -101,18 +101,28 @@ class Dropout(Module):
     would use, so ``d.fixed_keep = d.keep_mask(shape)`` fixes a freshly drawn one.
 
     Raises:
-        ConfigError: p outside [0, 1), a bad rng.
+        ConfigError: p outside [0, 1) (also when assigned later: ``d.p = 'abc'``), a bad rng.
         DTypeError: ``fixed_keep`` that is not a bool array.
         ShapeError: ``fixed_keep`` that does not broadcast to the input's shape.
     """
 
     _fixed_keep: np.ndarray | None
+    _p: float
 
     def __init__(self, p: float = 0.5, *, rng: RNGLike = None) -> None:
         super().__init__()
-        self.p = check_probability(p, "dropout p")
+        self.p = p
         self.rng = resolve_rng(rng)
         self.fixed_keep = None
+
+    @property
+    def p(self) -> float:
+        """The probability of dropping an element, in [0, 1); assigning checks it like the constructor."""
+        return self._p
+
+    @p.setter
+    def p(self, value: Any) -> None:
+        object.__setattr__(self, "_p", check_probability(value, "dropout p"))
 
     @property
     def fixed_keep(self) -> np.ndarray | None:
