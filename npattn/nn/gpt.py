@@ -77,14 +77,14 @@ def _check_size(cfg: dict[str, Any], dtype: Any) -> None:
 
 class TransformerBlock(Module):
     """The book's ``TransformerBlock(cfg)`` (listing 4.6): pre-norm attention and feed-forward,
-    each followed by dropout (``drop_resid``) and added back to its input (the shortcut):
+    each followed by dropout (``drop_shortcut``) and added back to its input (the shortcut):
 
-        x = x + drop_resid(att(norm1(x)))
-        x = x + drop_resid(ff(norm2(x)))
+        x = x + drop_shortcut(att(norm1(x)))
+        x = x + drop_shortcut(ff(norm2(x)))
 
     Drawn in the book's order: ``att`` (W_query, W_key, W_value, out_proj), then ``ff``.
-    ``drop_resid`` is used twice per forward, as in the book; each use draws its own keep mask
-    (or uses ``drop_resid.fixed_keep`` for both).
+    ``drop_shortcut`` is used twice per forward, as in the book; each use draws its own keep mask
+    (or uses ``drop_shortcut.fixed_keep`` for both).
 
     forward: x (b, n, emb_dim), n <= context_length -> (b, n, emb_dim).
 
@@ -113,14 +113,19 @@ class TransformerBlock(Module):
         self.ff = FeedForward(cfg, rng=generator, dtype=dtype)
         self.norm1 = LayerNorm(cfg["emb_dim"], dtype=dtype)
         self.norm2 = LayerNorm(cfg["emb_dim"], dtype=dtype)
-        self.drop_resid = Dropout(cfg["drop_rate"], rng=generator)
+        self.drop_shortcut = Dropout(cfg["drop_rate"], rng=generator)
+
+    @property
+    def drop_resid(self) -> Dropout:
+        """The name npattn used before it took the book's ``drop_shortcut`` (read-only alias)."""
+        return self.drop_shortcut
 
     def _drop(self, x: np.ndarray) -> tuple[np.ndarray, tuple | None]:
-        """drop_resid(x) as a stage (the module is used twice, so the block keeps both caches)."""
-        keep = self.drop_resid.keep_mask(x.shape)
+        """drop_shortcut(x) as a stage (the module is used twice, so the block keeps both caches)."""
+        keep = self.drop_shortcut.keep_mask(x.shape)
         if keep is None:
             return x, None
-        return F.dropout_forward(x, keep, self.drop_resid.p)
+        return F.dropout_forward(x, keep, self.drop_shortcut.p)
 
     def forward(self, x: Any) -> np.ndarray:
         """x (b, n, emb_dim) -> (b, n, emb_dim)."""
@@ -144,12 +149,12 @@ class TransformerBlock(Module):
         c_drop1, c_add1, c_drop2, c_add2, shape = self._saved()
         d_x = check_grad_output(grad_output, shape, self.norm1.scale.dtype)
         grads: list[tuple[Parameter, np.ndarray]] = []
-        # forward: x = h + shortcut, h = drop_resid(ff(norm2(shortcut)))
+        # forward: x = h + shortcut, h = drop_shortcut(ff(norm2(shortcut)))
         d_h, d_shortcut = F.add_backward(d_x, c_add2)
         if c_drop2 is not None:
             (d_h,) = F.dropout_backward(d_h, c_drop2)
         d_x = self._child_gradients(self.norm2, self._child_gradients(self.ff, d_h, grads), grads) + d_shortcut
-        # forward: x = h + shortcut, h = drop_resid(att(norm1(shortcut)))
+        # forward: x = h + shortcut, h = drop_shortcut(att(norm1(shortcut)))
         d_h, d_shortcut = F.add_backward(d_x, c_add1)
         if c_drop1 is not None:
             (d_h,) = F.dropout_backward(d_h, c_drop1)

@@ -133,7 +133,7 @@ def test_whole_gpt_gradcheck_with_fixed_dropout_masks():
     model.drop_emb.fixed_keep = rng.random((b, n, d)) >= 0.25
     for block in model.trf_blocks:
         block.att.dropout.fixed_keep = rng.random((b, h, n, n)) >= 0.25
-        block.drop_resid.fixed_keep = rng.random((b, n, d)) >= 0.25
+        block.drop_shortcut.fixed_keep = rng.random((b, n, d)) >= 0.25
     idx = rng.integers(0, cfg["vocab_size"], (b, n))
     assert npattn.gradcheck(model, idx, check_input=False, fast_mode=True, n_directions=3)
 
@@ -212,3 +212,10 @@ def test_every_attention_impl_gives_the_same_model(impl):
     other.backward(G)
     for (name, p), q in zip(reference.named_parameters(), other.parameters()):
         np.testing.assert_allclose(q.grad, p.grad, rtol=0, atol=1e-11, err_msg=name)
+
+
+def test_the_block_uses_the_books_name_drop_shortcut():
+    cfg = dict(vocab_size=5, context_length=4, emb_dim=4, n_heads=2, n_layers=1, drop_rate=0.1, qkv_bias=False)
+    block = npattn.GPTModel(cfg, rng=0).trf_blocks[0]
+    assert isinstance(block.drop_shortcut, npattn.nn.Dropout) and block.drop_resid is block.drop_shortcut
+    assert [name for name, _ in block.named_children()] == ["att", "ff", "norm1", "norm2", "drop_shortcut"]
