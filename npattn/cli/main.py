@@ -227,7 +227,8 @@ def one_line(exc: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``npattn`` console script; returns the exit code (2 for a usage error)."""
+    """Entry point of the ``npattn`` console script; returns the exit code (2 for a usage error, 130
+    after Ctrl-C: "npattn COMMAND: interrupted" on stderr, no traceback)."""
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed on one line
@@ -240,3 +241,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `npattn trace --book | head`
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt:  # Ctrl-C in any command: one line and the shell's 128 + SIGINT
+        print(f"npattn {args.command or 'demo'}: interrupted", file=sys.stderr)
+        return 130
