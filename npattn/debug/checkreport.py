@@ -4,18 +4,45 @@ verdict over every section."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from npattn import _html
 from npattn.book import BOOK_TOKENS
-from npattn.debug.backcheck import BackwardCheck
+from npattn.debug.backcheck import BackwardCheck, describe_exception
+from npattn.debug.backward import attention_reference
 from npattn.debug.diagnose import Diagnosis
 from npattn.debug.predict import ShapeCheck
 from npattn.debug.rows import RowCheck
+from npattn.debug.tolerance import matches
+from npattn.debug.weights import returned_array
 
-__all__ = ["CheckReport"]
+__all__ = ["CheckReport", "second_input_problem"]
+
+
+def second_input_problem(
+    run: Callable[[np.ndarray], Any], name: str, x: np.ndarray, W: Mapping[str, Any], **settings: Any
+) -> str:
+    """Run the user's attention (``run``: the same instance or function) on a second input of x's
+    shape; "" when its output is right there too, else what is wrong (a forward right on its first
+    call only keeps something from it: a cached output, attention weights). ``settings``: causal,
+    num_heads."""
+    x_second = np.asarray(x, np.float64) + 0.5 * np.random.default_rng(7).standard_normal(np.shape(x))
+    W64 = {n: np.asarray(w, np.float64) for n, w in W.items()}
+    expected, _ = attention_reference(x_second, W64, **settings)
+    try:
+        output = returned_array(run(x_second.astype(np.asarray(x).dtype)), name)
+    except Exception as exc:
+        return f"second input: {describe_exception(name, exc)}"
+    if matches(output, expected):
+        return ""
+    return (
+        f"second input: FAILED: {name} is right for the first input but wrong for a second input of the same "
+        "shape (it reuses something from the first call: a cached output, attention weights, ...)"
+    )
 
 
 @dataclass
@@ -41,6 +68,7 @@ class CheckReport:
     second: CheckReport | None = None  # the same checks at a second shape (npattn check's defaults)
     second_error: str = ""  # what the user's code raised, or returned that could not be read, at that shape
     second_shape: str = ""  # "n=5, d_in=4, d_out=3"
+    stale: str = ""  # the forward is wrong on a second input of the same shape (``second_input_problem``)
 
     @property
     def passed(self) -> bool:
@@ -85,7 +113,8 @@ class CheckReport:
         """The output is correct (section 3), and no backward check found the forward wrong (it raised, or
         with dropout no keep mask explains its output: section 5)."""
         checks = (self.backward, self.dropout)
-        return self.diagnosis.correct and not any(c is not None and c.forward_wrong for c in checks)
+        wrong = any(c is not None and c.forward_wrong for c in checks)
+        return self.diagnosis.correct and not self.stale and not wrong
 
     def __bool__(self) -> bool:
         return self.passed
@@ -123,7 +152,7 @@ class CheckReport:
             lines[1:1] = [self.note]
         lines += ["", "1. shapes: predicted vs actual", str(self.shape_check), ""]
         lines.append("2. " + (str(self.row_check) if self.row_check is not None else self.row_check_skipped))
-        lines += ["", "3. " + str(self.diagnosis)]
+        lines += ["", "3. " + str(self.diagnosis)] + (["", self.stale] if self.stale else [])
         if self.backward is not None:
             lines += ["", str(self.backward)]
         if self.dropout is not None:
@@ -142,7 +171,8 @@ class CheckReport:
             return f"FAILED: right at the book's shape, wrong at {self.second_shape} (see 'another shape')"
         if self.diagnosis.correct and not self.forward_right:
             sections = ((4, self.backward), (5, self.dropout))
-            where = [f"section {i}" for i, c in sections if c is not None and c.forward_wrong]
+            where = ["second input"] if self.stale else []
+            where += [f"section {i}" for i, c in sections if c is not None and c.forward_wrong]
             forward = f"the forward is wrong ({', '.join(where)}: see there)"
         else:
             forward = "the forward is right" if self.diagnosis.correct else "the forward is wrong"

@@ -40,7 +40,7 @@ from npattn._checks import as_array
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.debug.backcheck import check_backward
 from npattn.debug.backward import attention_reference
-from npattn.debug.checkreport import CheckReport
+from npattn.debug.checkreport import CheckReport, second_input_problem
 from npattn.debug.diagnose import Diagnosis, Symptom, diagnose
 from npattn.debug.formulas import WEIGHT_NAMES
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
@@ -432,6 +432,8 @@ def _check(
         user.name, user.kind, output, shape_check, row_check, skipped, diagnosis, causal, user.built_as,
         num_heads=user.num_heads, note=user.note,
     )
+    if report.diagnosis.correct and set(W) == set(WEIGHT_NAMES):
+        report.stale = second_input_problem(run, user.name, x, W, causal=causal, num_heads=user.num_heads)
     if user.has_backward:
         title = "4. backward: loss = sum(output * G), G random normal (seed 0), float64"
         forward, backward = user.backward_callables()

@@ -39,3 +39,16 @@ def test_the_precision_note_needs_an_output_that_shows_lower_precision():
         expected.astype(np.float32).astype(np.float64) + 1e-7, expected, np.dtype(np.float64), noisy
     )
     assert "returns float32" in _precision_note(expected, expected, np.dtype(np.float32), [])
+
+
+def test_a_forward_only_class_with_cached_weights_fails():
+    class StaleForwardOnly(S.StaleWeights):
+        backward = None
+
+    S.StaleForwardOnly = StaleForwardOnly
+    try:
+        report = check("StaleForwardOnly")
+    finally:
+        del S.StaleForwardOnly
+    assert not report and report.backward is None
+    assert "second input: FAILED" in str(report) and "second input: see there" in report.verdict()
