@@ -59,8 +59,8 @@ LEARNER = textwrap.dedent(
                 f.write(str(os.getpid()))
             time.sleep(60)
             os._exit(0)
-        for _ in range(200):  # wait until the child has written its pid
-            if os.path.exists(where) and open(where).read():
+        for _ in range(200):  # wait until the child has written its pid (each call forks a new one)
+            if os.path.exists(where) and open(where).read() == str(pid):
                 break
             time.sleep(0.01)
 
