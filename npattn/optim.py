@@ -11,8 +11,9 @@ layout, ``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...
 Every way a setting enters (the constructor, a per-group dict, ``add_param_group``,
 ``load_state_dict``, an edit of ``param_groups`` before ``step()``) goes through one check,
 ``_check_settings``, with the constructor's messages. ``step()`` checks every group, parameter,
-gradient and buffer before it changes anything, so a failed step leaves the weights, grads and
-optimizer state exactly as they were.
+gradient and buffer before it changes anything, and computes every new value before it stores
+any, so a failed step leaves the weights, grads and optimizer state exactly as they were (a 0-d
+Parameter is updated like any other, as in PyTorch).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ ParamsLike = Iterable[Parameter] | Iterable[Mapping[str, Any]]
 class Optimizer:
     """Base class: ``param_groups`` (list of dicts with "params" and hyper-parameters) and ``state``
     (Parameter -> dict of its buffers). Subclasses list their settings in ``defaults``, check them in
-    ``_check_settings`` and implement ``_update(param, grad, group, state)``.
+    ``_check_settings`` and implement ``_update(data, grad, group, state)``, which returns the new
+    values and buffers without changing anything (``step()`` stores them once all are computed).
 
     Raises:
         ConfigError: no parameters, an entry that is not an npattn.Parameter (a Module instead of
@@ -195,9 +197,26 @@ class Optimizer:
                 grad = check_grad(p, what)
                 self._check_buffers(self.state.get(p, {}), p, settings, what, StateDictError)
                 work.append((p, grad, settings))
-        for p, grad, settings in work:
-            self._update(p, grad, settings, self.state.setdefault(p, {}))
+        # Every new value is computed before any is stored, so nothing fails halfway through.
+        updates = [(p, *self._new_values(p, grad, settings)) for p, grad, settings in work]
+        for p, data, buffers in updates:
+            p.data[...] = data
+            state = self.state.setdefault(p, {})
+            state.clear()
+            state.update(buffers)
         return loss
+
+    def _new_values(
+        self, p: Parameter, grad: np.ndarray, settings: dict[str, Any]
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """``_update`` on one-element views of a 0-d parameter (NumPy returns scalars, not arrays,
+        from arithmetic on 0-d arrays), its results in the parameter's shape."""
+        state = self.state.get(p, {})
+        if p.data.ndim != 0:
+            return self._update(p.data, grad, settings, state)
+        flat = {k: v.reshape(1) if isinstance(v, np.ndarray) else v for k, v in state.items()}
+        data, buffers = self._update(p.data.reshape(1), grad.reshape(1), settings, flat)
+        return data.reshape(()), {k: v.reshape(()) if isinstance(v, np.ndarray) else v for k, v in buffers.items()}
 
     def _check_buffers(
         self, buffers: Any, p: Parameter, settings: Mapping[str, Any], what: Any, error: type[Exception]
@@ -205,7 +224,10 @@ class Optimizer:
         """A parameter's state: known buffer names, arrays of the parameter's shape (Adam: see there)."""
         check_buffer_shapes(buffers, p, self.buffers, type(self).__name__, what, error)
 
-    def _update(self, param: Parameter, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> None:
+    def _update(
+        self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """The parameter's new values and new buffers, computed without changing ``data`` or ``state``."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ state dicts
@@ -341,7 +363,9 @@ class SGD(Optimizer):
     def _check_settings(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
         return sgd_settings(settings, where)
 
-    def _update(self, param: Parameter, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> None:
+    def _update(
+        self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         # g_t = -grad if maximize else grad
         # if weight_decay != 0: g_t = g_t + weight_decay * theta_{t-1}
         # if momentum != 0:
@@ -351,13 +375,14 @@ class SGD(Optimizer):
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
         g = -grad if group["maximize"] else grad
         if group["weight_decay"] != 0:
-            g = g + group["weight_decay"] * param.data
+            g = g + group["weight_decay"] * data
+        buffers = dict(state)
         if momentum != 0:
             buf = state.get("momentum_buffer")
             buf = g.copy() if buf is None else momentum * buf + (1 - dampening) * g
-            state["momentum_buffer"] = buf
+            buffers["momentum_buffer"] = buf
             g = g + momentum * buf if group["nesterov"] else buf
-        np.subtract(param.data, lr * g, out=param.data)
+        return data - lr * g, buffers
 
 
 class Adam(Optimizer):
@@ -416,7 +441,9 @@ class Adam(Optimizer):
         super()._check_buffers(buffers, p, settings, what, error)
         check_adam_buffers(buffers, settings["amsgrad"], self.buffers, what, error)
 
-    def _update(self, param: Parameter, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> None:
+    def _update(
+        self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         # g_t = -grad if maximize else grad
         # Adam:  if weight_decay != 0: g_t = g_t + weight_decay * theta_{t-1}
         # AdamW: theta_t = theta_{t-1} - lr * weight_decay * theta_{t-1}
@@ -425,33 +452,27 @@ class Adam(Optimizer):
         # m_hat = m_t / (1 - beta1^t);  v_hat = v_t / (1 - beta2^t)   (amsgrad: v_max = max(v_max, v_t))
         # theta_t = theta_t - lr * m_hat / (sqrt(v_hat) + eps)
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        if not state:
-            state["step"] = 0
-            state["exp_avg"] = np.zeros_like(param.data)
-            state["exp_avg_sq"] = np.zeros_like(param.data)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = np.zeros_like(param.data)
-        state["step"] += 1
-        t = state["step"]
+        t = state.get("step", 0) + 1
         g = -grad if group["maximize"] else grad
         if wd != 0:
             if self.decoupled_weight_decay:
-                np.multiply(param.data, 1 - lr * wd, out=param.data)
+                data = data * (1 - lr * wd)
             else:
-                g = g + wd * param.data
-        # In place, one temporary: the arithmetic of m = beta1 * m + (1 - beta1) * g and
+                g = g + wd * data
+        # New arrays, one temporary: the arithmetic of m = beta1 * m + (1 - beta1) * g and
         # v = beta2 * v + (1 - beta2) * g * g, operation for operation.
-        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m_old, v_old = state.get("exp_avg"), state.get("exp_avg_sq")
         tmp = np.multiply(g, 1 - beta1)
-        m *= beta1
+        m = np.zeros_like(data) if m_old is None else m_old * beta1
         m += tmp
         np.multiply(g, 1 - beta2, out=tmp)
         tmp *= g
-        v *= beta2
+        v = np.zeros_like(data) if v_old is None else v_old * beta2
         v += tmp
+        buffers = {"step": t, "exp_avg": m, "exp_avg_sq": v}
         if group["amsgrad"]:
-            np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
-            v = state["max_exp_avg_sq"]
+            v_max = state.get("max_exp_avg_sq")
+            v = buffers["max_exp_avg_sq"] = v.copy() if v_max is None else np.maximum(v_max, v)
         # The same arithmetic in PyTorch's order: lr / (1 - beta1^t) and sqrt(v) / sqrt(1 - beta2^t) + eps.
         step_size = lr / (1 - beta1**t)
         denom = np.sqrt(v, out=tmp)
@@ -459,7 +480,7 @@ class Adam(Optimizer):
         denom += eps
         np.divide(m, denom, out=denom)
         denom *= step_size
-        param.data -= denom
+        return data - denom, buffers
 
 
 class AdamW(Adam):

@@ -666,3 +666,63 @@ def test_amsgrad_switched_on_mid_run_is_named():
     opt.param_groups[0]["amsgrad"] = True
     with pytest.raises(npattn.StateDictError, match=r"amsgrad was switched on after steps were taken"):
         opt.step()
+
+
+# ----------------------------------------------------------------------------------------------
+# A 0-d Parameter (torch allows scalar parameters) is updated like any other, and a step that
+# fails on one parameter leaves the ones before it unchanged.
+
+SCALAR_CASES = [(SGD, c, reference_sgd, {}) for c in SGD_CONFIGS[:4]] + [
+    (cls, c, reference_adam, {"decoupled": cls is AdamW}) for cls in (Adam, AdamW) for c in ADAM_CONFIGS
+]
+
+
+def _scalar_grads(thetas, step):
+    return [np.array(0.7 * float(t) - 0.3 + 0.1 * step) for t in thetas]
+
+
+@pytest.mark.parametrize("cls, config, reference, extra", SCALAR_CASES)
+def test_scalar_parameter_follows_the_reference(cls, config, reference, extra):
+    p = npattn.Parameter(np.array(1.5))
+    opt = cls([p], **config)
+    for step in range(STEPS):
+        p.grad = _scalar_grads([p.data], step)[0]
+        opt.step()
+    (want,) = reference([np.array(1.5)], _scalar_grads, STEPS, **config, **extra)
+    assert p.data.shape == () and all(getattr(b, "shape", ()) == () for b in opt.state[p].values())
+    np.testing.assert_allclose(p.data, want, rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_scalar_parameter_matches_torch(cls):
+    torch = pytest.importorskip("torch")
+    p = npattn.Parameter(np.array(1.5))
+    tp = torch.nn.Parameter(torch.tensor(1.5, dtype=torch.float64))
+    opt, topt = cls([p], lr=0.1, weight_decay=0.1), getattr(torch.optim, cls.__name__)([tp], lr=0.1, weight_decay=0.1)
+    for g in (0.3, -0.2, 0.7):
+        p.grad, tp.grad = np.array(g), torch.tensor(g, dtype=torch.float64)
+        opt.step()
+        topt.step()
+    assert p.data.item() == pytest.approx(tp.item(), abs=1e-15)
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_a_step_failing_on_a_later_parameter_changes_nothing(cls, monkeypatch):
+    model = _model()
+    opt = cls(model.parameters(), lr=0.1)
+    for p in model.parameters():
+        p.grad = np.ones_like(p.data)
+    opt.step()
+    before = _snapshot(model, opt)
+    update, calls = cls._update, []
+
+    def fails_on_the_second(self, *args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("planted failure")
+        return update(self, *args)
+
+    monkeypatch.setattr(cls, "_update", fails_on_the_second)
+    with pytest.raises(RuntimeError, match="planted failure"):
+        opt.step()
+    _assert_unchanged(model, opt, before)
