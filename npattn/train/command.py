@@ -22,6 +22,7 @@ from npattn.train.loop import (
     History,
     check_callback,
     check_history,
+    check_optimizer_settings,
     check_optimizer_steps,
     fit,
     progress_header,
@@ -128,8 +129,7 @@ def _restore(
         opt.load_state_dict(saved["optimizer"])
     except StateDictError as exc:
         raise CheckpointError(f"{name!r}: {exc}") from None
-    if any(group["lr"] != run["lr"] for group in opt.param_groups):
-        raise CheckpointError(f"{name!r}: the optimizer's learning rate differs from the run's lr {run['lr']}")
+    check_optimizer_settings(opt, name)
     try:
         history = History.from_state_dict(saved["history"])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

@@ -30,7 +30,7 @@ from npattn.optim import AdamW
 from npattn.train import atomic, checkpoint
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm
-from npattn.train.loop import check_optimizer_steps
+from npattn.train.loop import check_optimizer_settings, check_optimizer_steps
 from npattn.train.text import DataLoader, create_dataloader_v1, default_corpus, read_text, split_train_val
 from npattn.train.tokenizer_files import tokenizer_from_dict
 from npattn.train.tokenizers import TOKENIZER_KINDS, Tokenizer, train_tokenizer
@@ -346,13 +346,7 @@ def run_lm(
         ]
         if not_causal:  # a GPT attends to the past only: a language-model checkpoint holds the book's masks
             raise CheckpointError(f"{name!r}: {', '.join(not_causal)} is not the book's causal mask")
-        for key, want in (("lr", settings.lr), ("weight_decay", settings.weight_decay)):
-            got = [g[key] for g in optimizer.param_groups if g[key] != want]
-            if got:
-                raise CheckpointError(
-                    f"{name!r}: its optimizer's {key} {got[0]} differs from the run's {key} {want} (its stored "
-                    f"settings); the optimizer's settings cannot change on resume"
-                )
+        check_optimizer_settings(optimizer, name)
         check_optimizer_steps(optimizer, resumed.global_step + 1, name)
         _set_rng_state(model, saved["dropout_rng"], name)
     steps_per_epoch = len(train_loader)

@@ -33,6 +33,7 @@ __all__ = [
     "check_criterion",
     "check_finite",
     "check_history",
+    "check_optimizer_settings",
     "check_optimizer_steps",
     "fit",
     "progress_header",
@@ -131,6 +132,23 @@ def check_history(history: History, name: str) -> None:
             raise CheckpointError(
                 f"{name!r}: history.{entry}[{bad[0]}] is {values[bad[0]]}; a run records finite values only"
             )
+
+
+def check_optimizer_settings(optimizer: Optimizer, name: str) -> None:
+    """A resumed optimizer's settings (every one in every group: lr, betas, eps, weight_decay,
+    amsgrad, maximize, momentum, ...) equal ``optimizer.defaults``, the settings the run's options
+    give the optimizer it builds; an edited checkpoint would otherwise train differently.
+
+    Raises:
+        CheckpointError: naming the checkpoint ``name``, the setting, its value and the run's value.
+    """
+    for group in optimizer.param_groups:
+        for key, want in optimizer.defaults.items():
+            if group[key] != want:
+                raise CheckpointError(
+                    f"{name!r}: its optimizer's {key} {group[key]} differs from the run's {key} {want} (the "
+                    "settings the run's options give); the optimizer's settings cannot change on resume"
+                )
 
 
 def check_optimizer_steps(optimizer: Optimizer, steps: int, name: str) -> None:
