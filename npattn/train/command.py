@@ -124,6 +124,7 @@ def _restore(
     saved: dict[str, Any], name: str, model: Module, opt: Optimizer, run: dict[str, Any], step: int
 ) -> History:
     """Load the model, the optimizer and the history; everything is checked before training starts."""
+    initial = {key: p.data.copy() for key, p in model.named_parameters()}  # what the run's seed and task build
     try:
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["optimizer"])
@@ -144,6 +145,7 @@ def _restore(
         )
     _check_movement(history, model, name)
     check_optimizer_steps(opt, step, name)
+    _check_logged_weights(history, model, initial, step, name)
     return history
 
 
@@ -165,6 +167,49 @@ def _check_movement(history: History, model: Module, name: str) -> None:
             raise CheckpointError(
                 f"{name!r}: history.{entry} must hold {logs} distances per parameter (one per log), got {lengths}"
             )
+
+
+def _check_logged_weights(
+    history: History, model: Module, initial: dict[str, np.ndarray], step: int, name: str
+) -> None:
+    """The history's weights and distances are the ones the run made, where they can be rebuilt
+    (exactly: the run computed them the same way). ``start`` is the initial weights the run's seed
+    and task build; ``last_log`` is ``start`` before the first log, else the weights of the last
+    log: ``moved_from_start`` ends in ||last_log - start||, and ``last_log`` is the model's weights
+    exactly when the last log is at the checkpoint's step (the weights move at every update); the
+    first ``moved_since_log`` equals the first ``moved_from_start`` (both measure from the start).
+
+    Raises:
+        CheckpointError: naming the checkpoint ``name`` and the history entry.
+    """
+    logs = history.log_steps
+    for key, p in model.named_parameters():
+        start, last, w = history.start[key], history.last_log[key], p.data
+        at_last_log = np.array_equal(last, w)
+        wrong = None
+        if not np.array_equal(start, initial[key]):
+            wrong = f"history.start[{key!r}] is not the initial weights the run's seed and task build"
+        elif not logs and not np.array_equal(last, start):
+            wrong = f"history.last_log[{key!r}] differs from history.start before the first log"
+        elif logs and logs[-1] == step and not at_last_log:
+            wrong = f"history.last_log[{key!r}] differs from the model's weights, logged at step {step}"
+        elif logs and logs[-1] != step and at_last_log and not np.array_equal(w, start):
+            wrong = (
+                f"history.last_log[{key!r}] holds the weights of step {step}, "
+                f"but history.log_steps ends at {logs[-1]}"
+            )
+        elif logs and history.moved_from_start[key][-1] != float(np.linalg.norm(last - start)):
+            wrong = (
+                f"history.moved_from_start[{key!r}][-1] is {history.moved_from_start[key][-1]}, but "
+                f"||last_log - start|| is {float(np.linalg.norm(last - start))}"
+            )
+        elif logs and history.moved_since_log[key][0] != history.moved_from_start[key][0]:
+            wrong = (
+                f"history.moved_since_log[{key!r}][0] is {history.moved_since_log[key][0]}, but the first log "
+                f"measures from the start: history.moved_from_start[{key!r}][0] is {history.moved_from_start[key][0]}"
+            )
+        if wrong:
+            raise CheckpointError(f"{name!r}: {wrong}; the history was edited or belongs to another run")
 
 
 def _finite_state(model: Module, opt: Optimizer) -> str | None:

@@ -210,3 +210,47 @@ def test_sgd_momentum_setting_is_compared_on_resume(tmp_path):
     edited = edited_copy(ck, tmp_path, _group(dampening=0.5))
     with pytest.raises(CheckpointError, match=r"its optimizer's dampening 0.5 differs from the run's dampening 0.0"):
         train_task(steps=3, resume=edited)
+
+
+# ---------------------------------------------------------------------------------------------
+# the history's weights and distances must be the ones the run made
+
+
+def _shift(entry, key="W_query", at=-1, by=0.25):
+    def edit(s):
+        s["history"][entry][key][at] += by
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (_shift("start", at=0), "history.start['W_query'] is not the initial weights the run's seed and task build"),
+        (_shift("last_log", at=0), "history.last_log['W_query'] differs from the model's weights, logged at step 3"),
+        (_shift("moved_from_start"), "history.moved_from_start['W_query'][-1] is"),
+        (_shift("moved_from_start", at=0), "history.moved_since_log['W_query'][0] is"),
+        (_shift("moved_since_log", at=0), "history.moved_since_log['W_query'][0] is"),
+        (lambda s: s["history"].update(log_steps=np.array([1, 2, 2])), "history.log_steps must be increasing"),
+    ],
+)
+def test_task_resume_refuses_an_edited_history(tmp_path, task_ck, edit, message):
+    edited = edited_copy(task_ck, tmp_path, edit)
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        train_task(steps=5, resume=edited)
+
+
+def test_task_resume_refuses_log_steps_that_end_before_the_logged_weights(tmp_path):
+    ck = tmp_path / "run.npz"
+    train_task("teacher-student", steps=4, save=ck, log_every=2)
+    edited = edited_copy(ck, tmp_path, lambda s: s["history"].update(log_steps=np.array([2, 3])))
+    with pytest.raises(CheckpointError, match=r"holds the weights of step 4, but history.log_steps ends at 3"):
+        train_task(steps=6, resume=edited)
+
+
+def test_task_resume_accepts_checkpoints_between_logs(tmp_path):
+    ck = tmp_path / "run.npz"
+    train_task("teacher-student", steps=5, save=ck, save_every=1, log_every=2)  # the last save is at step 5
+    for at in (0, 1, 3):
+        train_task("teacher-student", steps=at, save=tmp_path / f"{at}.npz", log_every=2)
+        train_task(steps=6, resume=tmp_path / f"{at}.npz")
