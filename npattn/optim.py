@@ -26,8 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array
-from npattn.errors import ConfigError, DTypeError, ShapeError, StateDictError
+from npattn.errors import ConfigError, StateDictError
 from npattn.nn.module import Parameter
 from npattn.nn.parameter import zero_grads
 from npattn.optim_checks import (
@@ -38,8 +37,8 @@ from npattn.optim_checks import (
     check_buffer_values,
     check_grad,
     check_torch_switches,
+    converted_buffers,
     sgd_settings,
-    step_count,
 )
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
@@ -201,16 +200,12 @@ class Optimizer:
         updates = [(p, *self._new_values(p, grad, settings)) for p, grad, settings in work]
         for p, data, buffers in updates:
             p.data[...] = data
-            state = self.state.setdefault(p, {})
-            state.clear()
-            state.update(buffers)
+            self.state.setdefault(p, {}).clear()
+            self.state[p].update(buffers)
         return loss
 
-    def _new_values(
-        self, p: Parameter, grad: np.ndarray, settings: dict[str, Any]
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        """``_update`` on one-element views of a 0-d parameter (NumPy returns scalars, not arrays,
-        from arithmetic on 0-d arrays), its results in the parameter's shape."""
+    def _new_values(self, p: Parameter, grad: np.ndarray, settings: dict[str, Any]) -> tuple[np.ndarray, dict]:
+        """``_update``; a 0-d parameter on one-element views (NumPy's 0-d arithmetic gives scalars)."""
         state = self.state.get(p, {})
         if p.data.ndim != 0:
             return self._update(p.data, grad, settings, state)
@@ -302,18 +297,7 @@ class Optimizer:
                 s for s, g in zip(new_settings, self.param_groups) if any(q is param for q in g["params"])
             )
             what = f"state of parameter {key}"
-            if not isinstance(buffers, Mapping):
-                raise StateDictError(f"{what} must be a dict of buffers, got {type(buffers).__name__}")
-            converted = {}
-            for name, value in buffers.items():
-                if name == "step" or value is None:
-                    converted[name] = step_count(value) if name == "step" else value
-                    continue
-                try:
-                    arr = as_array(value, f"{what}: {name!r}", param.dtype)
-                except (ShapeError, DTypeError) as exc:
-                    raise StateDictError(str(exc)) from None
-                converted[name] = np.array(arr, copy=True)
+            converted = converted_buffers(buffers, param.dtype, what)
             self._check_buffers(converted, param, group_settings, what, StateDictError)
             check_buffer_values(converted, what)
             new_state[param] = converted

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import as_array, check_bool, from_tensor
-from npattn.errors import ConfigError, ShapeError, StateDictError
+from npattn.errors import ConfigError, DTypeError, ShapeError, StateDictError
 from npattn.nn.module import Parameter
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "check_buffer_values",
     "check_grad",
     "check_torch_switches",
+    "converted_buffers",
     "name_of",
     "sgd_settings",
     "step_count",
@@ -187,6 +188,28 @@ def step_count(value: Any) -> Any:
     if type(value) is float and value.is_integer():
         return int(value)
     return value
+
+
+def converted_buffers(buffers: Any, dtype: np.dtype, what: str) -> dict[str, Any]:
+    """A loaded parameter's state as ``step()`` keeps it: the step count an int, every buffer a copy
+    converted to the parameter's ``dtype``.
+
+    Raises:
+        StateDictError: not a dict; a buffer that is no array of real numbers.
+    """
+    if not isinstance(buffers, Mapping):
+        raise StateDictError(f"{what} must be a dict of buffers, got {type(buffers).__name__}")
+    converted = {}
+    for name, value in buffers.items():
+        if name == "step" or value is None:
+            converted[name] = step_count(value) if name == "step" else value
+            continue
+        try:
+            arr = as_array(value, f"{what}: {name!r}", dtype)
+        except (ShapeError, DTypeError) as exc:
+            raise StateDictError(str(exc)) from None
+        converted[name] = np.array(arr, copy=True)
+    return converted
 
 
 def check_buffer_values(buffers: Mapping[str, Any], what: str) -> None:
