@@ -240,3 +240,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `npattn trace --book | head`
         sys.stderr.close()
         return 0
+    except KeyboardInterrupt as exc:  # Ctrl-C: training says how far it got and what its checkpoint holds
+        print(f"npattn {args.command or 'demo'}: {exc or 'interrupted'}", file=sys.stderr)
+        return 130

@@ -20,6 +20,7 @@ from npattn.train import atomic, checkpoint
 from npattn.train.lm_run import LMSettings, run_lm
 from npattn.train.loop import (
     History,
+    Progress,
     check_callback,
     check_history,
     check_optimizer_settings,
@@ -291,11 +292,12 @@ def train_task(
     history = None
     if resume is not None:
         history = _restore(saved, atomic.as_path(resume), model, opt, run, start_step)
-    last_saved: list[int] = []
+    progress = Progress(start_step, None if save is None else atomic.as_path(save))
     if on_start is not None:
         on_start()
 
     def save_checkpoint(step: int, hist: History) -> None:
+        progress.step = step
         if save is not None and ((save_every and step % save_every == 0) or step == run["steps"]):
             bad = _finite_state(model, opt)
             if bad is not None:
@@ -311,29 +313,30 @@ def train_task(
             }
             config = {"d_in": the_task.d_in, "d_out": the_task.d_out}
             checkpoint.save_run(state, save, type(model).__name__, config)
-            last_saved.append(step)
+            progress.saved = step
 
     try:
-        history = fit(
-            model,
-            opt,
-            the_task.criterion,
-            the_task.batch,
-            run["steps"],
-            start_step=start_step,
-            history=history,
-            log_every=log_every,
-            on_log=on_log,
-            on_step=save_checkpoint,
-        )
-        if start_step == run["steps"]:  # no step left to run: the checkpoint is written all the same
-            save_checkpoint(run["steps"], history)
+        with progress.interrupts():
+            history = fit(
+                model,
+                opt,
+                the_task.criterion,
+                the_task.batch,
+                run["steps"],
+                start_step=start_step,
+                history=history,
+                log_every=log_every,
+                on_log=on_log,
+                on_step=save_checkpoint,
+            )
+            if start_step == run["steps"]:  # no step left to run: the checkpoint is written all the same
+                save_checkpoint(run["steps"], history)
     except (TrainingError, CheckpointError) as exc:  # a failed step, or a save the OS refused mid-run
         if save is None:
             raise
         where = atomic.as_path(save)
-        if last_saved:
-            truth = f"The last checkpoint of this run, {where!r}, holds step {last_saved[-1]}."
+        if progress.saved is not None:
+            truth = f"The last checkpoint of this run, {where!r}, holds step {progress.saved}."
         else:
             truth = f"This run wrote no checkpoint: {where!r} is as it was before the run."
         raise type(exc)(f"{exc} {truth}") from None

@@ -30,7 +30,7 @@ from npattn.optim import AdamW
 from npattn.train import atomic, checkpoint
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm
-from npattn.train.loop import check_optimizer_settings, check_optimizer_steps
+from npattn.train.loop import Progress, check_optimizer_settings, check_optimizer_steps
 from npattn.train.text import DataLoader, create_dataloader_v1, default_corpus, read_text, split_train_val
 from npattn.train.tokenizer_files import tokenizer_from_dict
 from npattn.train.tokenizers import TOKENIZER_KINDS, Tokenizer, train_tokenizer
@@ -364,35 +364,26 @@ def run_lm(
             "dropout_rng": _rng_state(model),
         }
         checkpoint.save_run(state, save, "GPTModel", cfg)
+        progress.saved = hist.global_step + 1
 
     def on_step(hist: LMHistory) -> None:
+        progress.step = hist.global_step + 1
         if save is not None and save_every and (hist.global_step + 1) % save_every == 0:
             write(hist)
 
     if out is not None:
         _print_header(settings, text, tokenizer, train_loader, val_loader, model, resume, out)
-    history = train_lm(
-        model,
-        train_loader,
-        val_loader,
-        optimizer,
-        num_epochs,
-        settings.eval_every,
-        settings.eval_iter,
-        settings.prompt,
-        tokenizer,
-        max_steps=settings.steps,
-        history=history,
-        out=out,
-        sample_tokens=settings.sample_tokens,
-        eval_before=True,
-        on_step=on_step,
-        temperature=settings.temperature,
-        top_k=settings.top_k,
-        rng=settings.seed,
-    )
-    if save is not None:
-        write(history)
+    start = 0 if history is None else history.global_step + 1
+    progress = Progress(start, None if save is None else atomic.as_path(save))
+    with progress.interrupts():
+        history = train_lm(
+            model, train_loader, val_loader, optimizer, num_epochs, settings.eval_every, settings.eval_iter,
+            settings.prompt, tokenizer, max_steps=settings.steps, history=history, out=out,
+            sample_tokens=settings.sample_tokens, eval_before=True, on_step=on_step,
+            temperature=settings.temperature, top_k=settings.top_k, rng=settings.seed,
+        )  # fmt: skip
+        if save is not None:
+            write(history)
     if plot is not None:
         plot_losses(history, plot, steps_per_epoch)
     return model, tokenizer, history

@@ -15,7 +15,8 @@ loss or a gradient stops being finite.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,8 @@ from npattn.optim import Optimizer
 
 __all__ = [
     "History",
+    "Interrupted",
+    "Progress",
     "check_callback",
     "check_criterion",
     "check_finite",
@@ -91,6 +94,38 @@ class History:
             start={k: np.array(v) for k, v in state["start"].items()},
             last_log={k: np.array(v) for k, v in state["last_log"].items()},
         )
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped training; the message says the step the run reached and what its
+    last checkpoint holds (a checkpoint is written atomically: an interrupted write leaves the old file)."""
+
+
+@dataclass
+class Progress:
+    """How far a run got: ``step`` updates done, ``saved`` the step of the last checkpoint it wrote
+    to ``save`` (None: none yet). ``interrupts()`` turns Ctrl-C into ``Interrupted`` saying so."""
+
+    step: int
+    save: str | None
+    saved: int | None = None
+
+    def checkpoint(self) -> str:
+        """What the save target holds now, as a sentence."""
+        if self.save is None:
+            return "no checkpoint was written (no save path)"
+        if self.saved is None:
+            return f"no checkpoint was written: {self.save!r} is as it was before the run"
+        return f"the last checkpoint {self.save!r} holds step {self.saved}"
+
+    @contextmanager
+    def interrupts(self) -> Iterator[None]:
+        try:
+            yield
+        except KeyboardInterrupt as exc:
+            if isinstance(exc, Interrupted):
+                raise
+            raise Interrupted(f"interrupted at step {self.step}; {self.checkpoint()}") from None
 
 
 def check_callback(value: Any, name: str, arguments: str) -> None:
