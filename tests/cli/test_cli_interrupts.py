@@ -1,8 +1,12 @@
 """Ctrl-C during ``npattn train``: one line saying the step reached and what the last checkpoint
 holds, exit code 130, no traceback; an interrupt inside a checkpoint write leaves the old file
-intact and no temporary file."""
+intact and no temporary file. An unwritable standard output is one line and exit code 2."""
 
+import errno
+import io
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -71,3 +75,33 @@ def test_ctrl_c_inside_a_checkpoint_write_keeps_the_old_file(tmp_path, capsys, m
     assert capsys.readouterr().err.startswith(f"npattn train: interrupted at step 2; no checkpoint was written: '{ck}'")
     assert ck.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["run.npz", "t.txt"]  # no temporary file left
+
+
+# ---------------------------------------------------------------------------------------------
+# an unwritable standard output: one line on stderr and exit code 2; a closed pipe stays quiet
+
+
+class _FullDisk(io.StringIO):
+    def write(self, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+COMMANDS = [["train", "--task", "teacher-student", "--steps", "3"], ["demo"], ["trace", "--book"]]
+
+
+@pytest.mark.parametrize("argv", COMMANDS)
+def test_an_unwritable_stdout_is_one_line_and_exit_2(capsys, monkeypatch, argv):
+    monkeypatch.setattr(sys, "stdout", _FullDisk())
+    assert main(argv) == 2
+    message = "error: cannot write to standard output: No space left on device"
+    assert capsys.readouterr().err == f"npattn {argv[0]}: {message}\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_dev_full_as_stdout_is_one_line_and_exit_2(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "npattn", "trace", "--book"], stdout=full, stderr=subprocess.PIPE,
+                              text=True, env=env, cwd=tmp_path, timeout=120)  # fmt: skip
+    message = "npattn trace: error: cannot write to standard output: No space left on device\n"
+    assert (done.returncode, done.stderr) == (2, message)
