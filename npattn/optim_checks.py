@@ -232,13 +232,15 @@ _SWITCHES = {
 
 def check_torch_switches(owner: str, **switches: Any) -> None:
     """PyTorch's implementation switches, accepted at values that change nothing in npattn (their
-    defaults; foreach and fused also False, npattn's own way of updating) and refused otherwise.
+    defaults; foreach and fused also False, npattn's own way of updating; a value equal to False
+    such as 0 or np.False_ counts as False) and refused otherwise.
 
     Raises:
         ConfigError: naming the switch, the value and why npattn cannot honour it.
     """
     for name, value in switches.items():
         allowed, why = _SWITCHES[name]
-        if not any(value is a for a in allowed):
+        off = isinstance(value, (bool, np.bool_, numbers.Integral)) and not value  # False, 0, np.False_
+        if not ((value is None and None in allowed) or off):
             shown = " or ".join(map(repr, allowed))
             raise ConfigError(f"{owner}: {name}={value!r} is not supported ({why}); leave it at {shown}")

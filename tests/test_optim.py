@@ -511,6 +511,7 @@ def test_pytorchs_switches_at_their_defaults_change_nothing(cls):
     for a, b in zip(plain, switched):
         np.testing.assert_array_equal(a, b)
     cls(params, lr=0.01, foreach=False, fused=False)  # npattn's own way: one parameter at a time, unfused
+    cls(params, lr=0.01, foreach=0, fused=np.False_, differentiable=0)  # values equal to False count as False
 
 
 @pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
@@ -525,6 +526,9 @@ def test_pytorchs_switches_that_would_change_something_are_refused(cls, name):
         cls(params, **{name: True})
     with pytest.raises(npattn.ConfigError, match=rf"{name}='no' is not supported"):
         cls(params, **{name: "no"})
+    for true in (1, np.True_):
+        with pytest.raises(npattn.ConfigError, match=rf"{name}={true!r} is not supported"):
+            cls(params, **{name: true})
 
 
 @pytest.mark.parametrize("cls", ["SGD", "Adam", "AdamW"])
