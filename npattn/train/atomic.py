@@ -141,6 +141,12 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
     return real
 
 
+def _temp_file(real: str) -> tuple[int, str]:
+    """A new temporary file beside ``real``, named after its first 32 characters: a name that
+    ``open()`` accepts (up to 255 bytes) must not become too long with the prefix and suffix."""
+    return tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)[:32]}.", suffix=".tmp")
+
+
 def probe_target(path: Any, what: str = "checkpoint") -> str:
     """``check_target``, then a real test of the folder: a temporary file is created there and
     removed, as ``atomic_write`` will create one. Permission bits do not say everything (root
@@ -152,7 +158,7 @@ def probe_target(path: Any, what: str = "checkpoint") -> str:
     """
     real = check_target(path, what)
     try:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)}.", suffix=".tmp")
+        fd, tmp = _temp_file(real)
     except OSError as exc:
         raise CheckpointError(
             f"cannot write {what} {as_path(path)!r}: the folder {os.path.dirname(real)!r} refuses a new file "
@@ -199,7 +205,7 @@ def atomic_write(path: Any, data: bytes, what: str = "checkpoint") -> None:
         old = None
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(real)}.", suffix=".tmp")
+        fd, tmp = _temp_file(real)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
