@@ -675,6 +675,13 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
         ),
         (
             "load_tokenizer(path)",
+            "a JSON list (was: kind 'list')",
+            in_scratch(lambda: (open("t.json", "w").write("[1, 2]"), load_tokenizer("t.json"))),
+            cfg,
+            "not a tokenizer description: it must be a JSON object such as {\"kind\": \"char\", ...}, got a list",
+        ),
+        (
+            "load_tokenizer(path)",
             "/dev/zero (was read until memory ran out)",
             lambda: load_tokenizer("/dev/zero"),
             ckpt,
