@@ -730,3 +730,14 @@ def test_a_step_failing_on_a_later_parameter_changes_nothing(cls, monkeypatch):
     with pytest.raises(RuntimeError, match="planted failure"):
         opt.step()
     _assert_unchanged(model, opt, before)
+
+
+@pytest.mark.parametrize("cls", [Adam, AdamW])
+def test_eps_zero_with_a_zero_gradient_is_nan_as_in_pytorch(cls):
+    # documented in docs/errors.md (decisions): torch.optim.Adam(eps=0) gives 0/0 = NaN here too
+    p = npattn.Parameter(np.array([1.0, 2.0]))
+    opt = cls([p], eps=0.0)
+    p.grad = np.zeros(2)
+    with np.errstate(invalid="ignore"):
+        opt.step()
+    assert np.isnan(p.data).all()
