@@ -106,6 +106,7 @@ class TransformerBlock(Module):
     ) -> None:
         super().__init__()
         cfg = _checked(cfg)
+        self.cfg = cfg  # what rebuilds it (a checkpoint's config)
         generator = resolve_rng(rng)
         self.att = MultiHeadAttention(
             d_in=cfg["emb_dim"],
