@@ -147,6 +147,22 @@ def _temp_file(real: str) -> tuple[int, str]:
     return tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)[:32]}.", suffix=".tmp")
 
 
+def check_run_target(path: Any) -> str:
+    """A training run's ``--save`` target: a path ending in .npz (the checkpoint holds optimizer
+    state and history, which .safetensors cannot), then ``probe_target``. One rule for every task.
+
+    Raises:
+        ConfigError: another extension. CheckpointError: as ``probe_target``.
+    """
+    name = as_path(path)
+    if not name.lower().endswith(".npz"):
+        raise ConfigError(
+            "--save: a training checkpoint is an .npz file (it holds the optimizer state and the history), "
+            f"got {name!r}"
+        )
+    return probe_target(path)
+
+
 def probe_target(path: Any, what: str = "checkpoint") -> str:
     """``check_target``, then a real test of the folder: a temporary file is created there and
     removed, as ``atomic_write`` will create one. Permission bits do not say everything (root

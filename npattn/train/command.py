@@ -257,7 +257,7 @@ def train_task(
             or non-integer steps/seed/save_every/log_every, ``save_every`` without ``save``,
             ``on_log``/``on_start`` not a function, ``steps`` below a resumed run's step count, a
             task, optimizer, lr or seed that contradicts the resumed checkpoint, or a ``save``
-            path ending in .safetensors.
+            path that does not end in .npz (one rule with run_lm).
         CheckpointError: an unreadable checkpoint, one of another kind or with bad settings, or a
             ``save`` target that cannot be written (a directory, a device, a missing folder).
         TrainingError: a non-finite loss or gradient, or an update that made the weights
@@ -271,9 +271,7 @@ def train_task(
     if save is None and save_every:
         raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
     if save is not None:
-        if atomic.as_path(save).lower().endswith(".safetensors"):
-            raise ConfigError("a training checkpoint holds optimizer state and history: save it to a .npz path")
-        atomic.probe_target(save)
+        atomic.check_run_target(save)
     start_step = 0
     if resume is not None:
         saved, run, start_step = _read_run(resume, steps, given)

@@ -292,9 +292,7 @@ def run_lm(
     if save is None and save_every:
         raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
     if save is not None:
-        if not atomic.as_path(save).endswith(".npz"):
-            raise ConfigError(f"--save: a training checkpoint is an .npz file, got {atomic.as_path(save)!r}")
-        atomic.probe_target(save)
+        atomic.check_run_target(save)
     if plot is not None:
         check_plot_target(plot)
     given = _check_given(given)
