@@ -310,10 +310,14 @@ def run_lm(
     history = None
     if resume is not None:
         if saved["run"]["text_sha256"] != text_sha256:
+            read = "the default corpus" if settings.text is None else repr(os.path.abspath(settings.text))
+            relative = settings.text is not None and "text" not in given and not os.path.isabs(settings.text)
             raise ConfigError(
-                f"the text differs from the one the checkpoint was trained on ({saved['run']['text_chars']} "
-                f"characters); pass the same --text FILE (or none, for the default corpus)"
-            )
+                f"the text read from {read} ({len(text)} characters) differs from the one the checkpoint was trained "
+                f"on ({saved['run']['text_chars']} characters); pass the same --text FILE (or none, for the default "
+                "corpus)" + (f"; the stored --text {settings.text!r} is relative to the folder the run started in"
+                             if relative else "")
+            )  # fmt: skip
         history, stored_tokenizer = resumed, tokenizer
     tokenizer = train_tokenizer(settings.tokenizer, text, settings.vocab_size)
     if resume is not None and stored_tokenizer.to_dict() != tokenizer.to_dict():  # an edit remaps every id
