@@ -11,9 +11,8 @@ layout, ``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...
 Every way a setting enters (the constructor, a per-group dict, ``add_param_group``,
 ``load_state_dict``, an edit of ``param_groups`` before ``step()``) goes through one check,
 ``_check_settings``, with the constructor's messages. ``step()`` checks every group, parameter,
-gradient and buffer before it changes anything, and computes every new value before it stores
-any, so a failed step leaves the weights, grads and optimizer state exactly as they were (a 0-d
-Parameter is updated like any other, as in PyTorch).
+gradient and buffer, and computes every new value, before it stores any: a failed step leaves
+the weights, grads and optimizer state exactly as they were.
 """
 
 from __future__ import annotations
@@ -44,6 +43,7 @@ from npattn.optim_checks import (
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
 
 ParamsLike = Iterable[Parameter] | Iterable[Mapping[str, Any]]
+Update = tuple[np.ndarray, dict[str, Any]]  # a parameter's new values and buffers
 
 
 class Optimizer:
@@ -204,7 +204,7 @@ class Optimizer:
             self.state[p].update(buffers)
         return loss
 
-    def _new_values(self, p: Parameter, grad: np.ndarray, settings: dict[str, Any]) -> tuple[np.ndarray, dict]:
+    def _new_values(self, p: Parameter, grad: np.ndarray, settings: dict[str, Any]) -> Update:
         """``_update``; a 0-d parameter on one-element views (NumPy's 0-d arithmetic gives scalars)."""
         state = self.state.get(p, {})
         if p.data.ndim != 0:
@@ -219,9 +219,7 @@ class Optimizer:
         """A parameter's state: known buffer names, arrays of the parameter's shape (Adam: see there)."""
         check_buffer_shapes(buffers, p, self.buffers, type(self).__name__, what, error)
 
-    def _update(
-        self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    def _update(self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> Update:
         """The parameter's new values and new buffers, computed without changing ``data`` or ``state``."""
         raise NotImplementedError
 
@@ -347,9 +345,7 @@ class SGD(Optimizer):
     def _check_settings(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
         return sgd_settings(settings, where)
 
-    def _update(
-        self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    def _update(self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> Update:
         # g_t = -grad if maximize else grad
         # if weight_decay != 0: g_t = g_t + weight_decay * theta_{t-1}
         # if momentum != 0:
@@ -425,9 +421,7 @@ class Adam(Optimizer):
         super()._check_buffers(buffers, p, settings, what, error)
         check_adam_buffers(buffers, settings["amsgrad"], self.buffers, what, error)
 
-    def _update(
-        self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    def _update(self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> Update:
         # g_t = -grad if maximize else grad
         # Adam:  if weight_decay != 0: g_t = g_t + weight_decay * theta_{t-1}
         # AdamW: theta_t = theta_{t-1} - lr * weight_decay * theta_{t-1}
@@ -437,6 +431,10 @@ class Adam(Optimizer):
         # theta_t = theta_t - lr * m_hat / (sqrt(v_hat) + eps)
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         t = state.get("step", 0) + 1
+        if wd != 0 and self.decoupled_weight_decay and np.shares_memory(grad, data):
+            kept = data.copy()  # torch decays the weights in place first, and a .grad sharing them sees it
+            data *= 1 - lr * wd
+            grad, data[...] = grad.copy(), kept
         g = -grad if group["maximize"] else grad
         if wd != 0:
             if self.decoupled_weight_decay:

@@ -741,3 +741,18 @@ def test_eps_zero_with_a_zero_gradient_is_nan_as_in_pytorch(cls):
     with np.errstate(invalid="ignore"):
         opt.step()
     assert np.isnan(p.data).all()
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_a_grad_that_is_the_parameters_own_data_updates_like_torch(cls):
+    # torch's AdamW decays the weights in place before it reads the grad: a .grad sharing them sees it
+    torch = pytest.importorskip("torch")
+    p = npattn.Parameter(np.array([1.0, -2.0, 0.5]))
+    tp = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64))
+    opt = cls([p], lr=0.1, weight_decay=0.5)
+    topt = getattr(torch.optim, cls.__name__)([tp], lr=0.1, weight_decay=0.5)
+    for _ in range(3):
+        p.grad, tp.grad = p.data, tp.detach()
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(p.data, tp.detach().numpy(), rtol=0, atol=1e-15)
