@@ -462,7 +462,7 @@ class Adam(Optimizer):
         denom += eps
         np.divide(m, denom, out=denom)
         denom *= step_size
-        return data - denom, buffers
+        return np.subtract(data, denom, out=denom), buffers
 
 
 class AdamW(Adam):
