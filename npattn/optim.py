@@ -11,8 +11,8 @@ layout, ``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...
 Every way a setting enters (the constructor, a per-group dict, ``add_param_group``,
 ``load_state_dict``, an edit of ``param_groups`` before ``step()``) goes through one check,
 ``_check_settings``, with the constructor's messages. ``step()`` checks every group, parameter,
-gradient and buffer before it changes anything, so a failed step leaves the weights, grads and
-optimizer state exactly as they were.
+gradient and buffer, and computes every new value, before it stores any: a failed step leaves
+the weights, grads and optimizer state exactly as they were.
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array
-from npattn.errors import ConfigError, DTypeError, ShapeError, StateDictError
+from npattn.errors import ConfigError, StateDictError
 from npattn.nn.module import Parameter
 from npattn.nn.parameter import zero_grads
 from npattn.optim_checks import (
@@ -37,19 +36,21 @@ from npattn.optim_checks import (
     check_buffer_values,
     check_grad,
     check_torch_switches,
+    converted_buffers,
     sgd_settings,
-    step_count,
 )
 
 __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
 
 ParamsLike = Iterable[Parameter] | Iterable[Mapping[str, Any]]
+Update = tuple[np.ndarray, dict[str, Any]]  # a parameter's new values and buffers
 
 
 class Optimizer:
     """Base class: ``param_groups`` (list of dicts with "params" and hyper-parameters) and ``state``
     (Parameter -> dict of its buffers). Subclasses list their settings in ``defaults``, check them in
-    ``_check_settings`` and implement ``_update(param, grad, group, state)``.
+    ``_check_settings`` and implement ``_update(data, grad, group, state)``, which returns the new
+    values and buffers without changing anything (``step()`` stores them once all are computed).
 
     Raises:
         ConfigError: no parameters, an entry that is not an npattn.Parameter (a Module instead of
@@ -195,9 +196,22 @@ class Optimizer:
                 grad = check_grad(p, what)
                 self._check_buffers(self.state.get(p, {}), p, settings, what, StateDictError)
                 work.append((p, grad, settings))
-        for p, grad, settings in work:
-            self._update(p, grad, settings, self.state.setdefault(p, {}))
+        # Every new value is computed before any is stored, so nothing fails halfway through.
+        updates = [(p, *self._new_values(p, grad, settings)) for p, grad, settings in work]
+        for p, data, buffers in updates:
+            p.data[...] = data
+            self.state.setdefault(p, {}).clear()
+            self.state[p].update(buffers)
         return loss
+
+    def _new_values(self, p: Parameter, grad: np.ndarray, settings: dict[str, Any]) -> Update:
+        """``_update``; a 0-d parameter on one-element views (NumPy's 0-d arithmetic gives scalars)."""
+        state = self.state.get(p, {})
+        if p.data.ndim != 0:
+            return self._update(p.data, grad, settings, state)
+        flat = {k: v.reshape(1) if isinstance(v, np.ndarray) else v for k, v in state.items()}
+        data, buffers = self._update(p.data.reshape(1), grad.reshape(1), settings, flat)
+        return data.reshape(()), {k: v.reshape(()) if isinstance(v, np.ndarray) else v for k, v in buffers.items()}
 
     def _check_buffers(
         self, buffers: Any, p: Parameter, settings: Mapping[str, Any], what: Any, error: type[Exception]
@@ -205,7 +219,8 @@ class Optimizer:
         """A parameter's state: known buffer names, arrays of the parameter's shape (Adam: see there)."""
         check_buffer_shapes(buffers, p, self.buffers, type(self).__name__, what, error)
 
-    def _update(self, param: Parameter, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> None:
+    def _update(self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> Update:
+        """The parameter's new values and new buffers, computed without changing ``data`` or ``state``."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ state dicts
@@ -280,18 +295,7 @@ class Optimizer:
                 s for s, g in zip(new_settings, self.param_groups) if any(q is param for q in g["params"])
             )
             what = f"state of parameter {key}"
-            if not isinstance(buffers, Mapping):
-                raise StateDictError(f"{what} must be a dict of buffers, got {type(buffers).__name__}")
-            converted = {}
-            for name, value in buffers.items():
-                if name == "step" or value is None:
-                    converted[name] = step_count(value) if name == "step" else value
-                    continue
-                try:
-                    arr = as_array(value, f"{what}: {name!r}", param.dtype)
-                except (ShapeError, DTypeError) as exc:
-                    raise StateDictError(str(exc)) from None
-                converted[name] = np.array(arr, copy=True)
+            converted = converted_buffers(buffers, param.dtype, what)
             self._check_buffers(converted, param, group_settings, what, StateDictError)
             check_buffer_values(converted, what)
             new_state[param] = converted
@@ -341,7 +345,7 @@ class SGD(Optimizer):
     def _check_settings(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
         return sgd_settings(settings, where)
 
-    def _update(self, param: Parameter, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> None:
+    def _update(self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> Update:
         # g_t = -grad if maximize else grad
         # if weight_decay != 0: g_t = g_t + weight_decay * theta_{t-1}
         # if momentum != 0:
@@ -351,13 +355,14 @@ class SGD(Optimizer):
         lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
         g = -grad if group["maximize"] else grad
         if group["weight_decay"] != 0:
-            g = g + group["weight_decay"] * param.data
+            g = g + group["weight_decay"] * data
+        buffers = dict(state)
         if momentum != 0:
             buf = state.get("momentum_buffer")
             buf = g.copy() if buf is None else momentum * buf + (1 - dampening) * g
-            state["momentum_buffer"] = buf
+            buffers["momentum_buffer"] = buf
             g = g + momentum * buf if group["nesterov"] else buf
-        np.subtract(param.data, lr * g, out=param.data)
+        return data - lr * g, buffers
 
 
 class Adam(Optimizer):
@@ -416,7 +421,7 @@ class Adam(Optimizer):
         super()._check_buffers(buffers, p, settings, what, error)
         check_adam_buffers(buffers, settings["amsgrad"], self.buffers, what, error)
 
-    def _update(self, param: Parameter, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> None:
+    def _update(self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> Update:
         # g_t = -grad if maximize else grad
         # Adam:  if weight_decay != 0: g_t = g_t + weight_decay * theta_{t-1}
         # AdamW: theta_t = theta_{t-1} - lr * weight_decay * theta_{t-1}
@@ -425,33 +430,31 @@ class Adam(Optimizer):
         # m_hat = m_t / (1 - beta1^t);  v_hat = v_t / (1 - beta2^t)   (amsgrad: v_max = max(v_max, v_t))
         # theta_t = theta_t - lr * m_hat / (sqrt(v_hat) + eps)
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        if not state:
-            state["step"] = 0
-            state["exp_avg"] = np.zeros_like(param.data)
-            state["exp_avg_sq"] = np.zeros_like(param.data)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = np.zeros_like(param.data)
-        state["step"] += 1
-        t = state["step"]
+        t = state.get("step", 0) + 1
+        if wd != 0 and self.decoupled_weight_decay and np.shares_memory(grad, data):
+            kept = data.copy()  # torch decays the weights in place first, and a .grad sharing them sees it
+            data *= 1 - lr * wd
+            grad, data[...] = grad.copy(), kept
         g = -grad if group["maximize"] else grad
         if wd != 0:
             if self.decoupled_weight_decay:
-                np.multiply(param.data, 1 - lr * wd, out=param.data)
+                data = data * (1 - lr * wd)
             else:
-                g = g + wd * param.data
-        # In place, one temporary: the arithmetic of m = beta1 * m + (1 - beta1) * g and
+                g = g + wd * data
+        # New arrays, one temporary: the arithmetic of m = beta1 * m + (1 - beta1) * g and
         # v = beta2 * v + (1 - beta2) * g * g, operation for operation.
-        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m_old, v_old = state.get("exp_avg"), state.get("exp_avg_sq")
         tmp = np.multiply(g, 1 - beta1)
-        m *= beta1
+        m = np.zeros_like(data) if m_old is None else m_old * beta1
         m += tmp
         np.multiply(g, 1 - beta2, out=tmp)
         tmp *= g
-        v *= beta2
+        v = np.zeros_like(data) if v_old is None else v_old * beta2
         v += tmp
+        buffers = {"step": t, "exp_avg": m, "exp_avg_sq": v}
         if group["amsgrad"]:
-            np.maximum(state["max_exp_avg_sq"], v, out=state["max_exp_avg_sq"])
-            v = state["max_exp_avg_sq"]
+            v_max = state.get("max_exp_avg_sq")
+            v = buffers["max_exp_avg_sq"] = v.copy() if v_max is None else np.maximum(v_max, v)
         # The same arithmetic in PyTorch's order: lr / (1 - beta1^t) and sqrt(v) / sqrt(1 - beta2^t) + eps.
         step_size = lr / (1 - beta1**t)
         denom = np.sqrt(v, out=tmp)
@@ -459,7 +462,7 @@ class Adam(Optimizer):
         denom += eps
         np.divide(m, denom, out=denom)
         denom *= step_size
-        param.data -= denom
+        return np.subtract(data, denom, out=denom), buffers
 
 
 class AdamW(Adam):

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import as_array, check_bool, from_tensor
-from npattn.errors import ConfigError, ShapeError, StateDictError
+from npattn.errors import ConfigError, DTypeError, ShapeError, StateDictError
 from npattn.nn.module import Parameter
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "check_buffer_values",
     "check_grad",
     "check_torch_switches",
+    "converted_buffers",
     "name_of",
     "sgd_settings",
     "step_count",
@@ -189,6 +190,28 @@ def step_count(value: Any) -> Any:
     return value
 
 
+def converted_buffers(buffers: Any, dtype: np.dtype, what: str) -> dict[str, Any]:
+    """A loaded parameter's state as ``step()`` keeps it: the step count an int, every buffer a copy
+    converted to the parameter's ``dtype``.
+
+    Raises:
+        StateDictError: not a dict; a buffer that is no array of real numbers.
+    """
+    if not isinstance(buffers, Mapping):
+        raise StateDictError(f"{what} must be a dict of buffers, got {type(buffers).__name__}")
+    converted = {}
+    for name, value in buffers.items():
+        if name == "step" or value is None:
+            converted[name] = step_count(value) if name == "step" else value
+            continue
+        try:
+            arr = as_array(value, f"{what}: {name!r}", dtype)
+        except (ShapeError, DTypeError) as exc:
+            raise StateDictError(str(exc)) from None
+        converted[name] = np.array(arr, copy=True)
+    return converted
+
+
 def check_buffer_values(buffers: Mapping[str, Any], what: str) -> None:
     """Finite buffers, and non-negative running means of squares (else NaN weights at the next step)."""
     for name, value in buffers.items():
@@ -209,13 +232,15 @@ _SWITCHES = {
 
 def check_torch_switches(owner: str, **switches: Any) -> None:
     """PyTorch's implementation switches, accepted at values that change nothing in npattn (their
-    defaults; foreach and fused also False, npattn's own way of updating) and refused otherwise.
+    defaults; foreach and fused also False, npattn's own way of updating; a value equal to False
+    such as 0 or np.False_ counts as False) and refused otherwise.
 
     Raises:
         ConfigError: naming the switch, the value and why npattn cannot honour it.
     """
     for name, value in switches.items():
         allowed, why = _SWITCHES[name]
-        if not any(value is a for a in allowed):
+        off = isinstance(value, (bool, np.bool_, numbers.Integral)) and not value  # False, 0, np.False_
+        if not ((value is None and None in allowed) or off):
             shown = " or ".join(map(repr, allowed))
             raise ConfigError(f"{owner}: {name}={value!r} is not supported ({why}); leave it at {shown}")

@@ -899,6 +899,12 @@ def _tiny_gpt() -> npattn.Module:
     return npattn.GPTModel(cfg, rng=0)
 
 
+def _nan_gpt() -> npattn.Module:
+    model = _tiny_gpt()
+    model.out_head.weight.data[:] = np.nan
+    return model
+
+
 def _gpt_with_read_only_grad(name: str) -> npattn.Module:
     """A tiny GPTModel after a forward on (1, 3) ids, with ``name``'s .grad made read-only."""
     model = _tiny_gpt()
@@ -1226,6 +1232,41 @@ def reliability_bad_inputs() -> list[BadInput]:
             lambda: generate(_tiny_gpt(), [[1]], 2, 4, eos_id=5),
             npattn.ConfigError,
             "eos_id must lie in [0, vocab=5) or it can never be picked, got 5",
+        ),
+        (
+            "generate(model, idx, ..., temperature)",
+            "a model whose logits are NaN (was: tokens sampled from NaN probabilities)",
+            lambda: generate(_nan_gpt(), [[1]], 2, 4, temperature=1.0, rng=1),
+            npattn.ConfigError,
+            "the model's logits for the next token of row 0 hold NaN or inf (or only -inf)",
+        ),
+        (
+            "generate(model, idx, ...)",
+            "greedy decoding over NaN logits (was: argmax picked token 0)",
+            lambda: generate(_nan_gpt(), [[1]], 2, 4),
+            npattn.ConfigError,
+            "the model's logits for the next token of row 0 hold NaN or inf",
+        ),
+        (
+            "generate(model, idx, max_new_tokens, context_size)",
+            "context_size above the model's context_length (was: an error at the token past it)",
+            lambda: generate(_tiny_gpt(), [[1]], 6, 5),
+            npattn.ConfigError,
+            "context_size=5 exceeds the model's context_length=4",
+        ),
+        (
+            "generate_text_simple(model, idx, ...)",
+            "a model whose logits are NaN (was: argmax picked token 0)",
+            lambda: npattn.generate_text_simple(_nan_gpt(), [[1]], 2, 4),
+            npattn.ConfigError,
+            "the model's logits for the next token of row 0 hold NaN or inf",
+        ),
+        (
+            "generate_text_simple(model, idx, max_new_tokens, context_size)",
+            "context_size above the model's context_length (was: an error at the token past it)",
+            lambda: npattn.generate_text_simple(_tiny_gpt(), [[1]], 6, 5),
+            npattn.ConfigError,
+            "context_size=5 exceeds the model's context_length=4",
         ),
         (
             "generate(model, idx, ...)",

@@ -511,6 +511,7 @@ def test_pytorchs_switches_at_their_defaults_change_nothing(cls):
     for a, b in zip(plain, switched):
         np.testing.assert_array_equal(a, b)
     cls(params, lr=0.01, foreach=False, fused=False)  # npattn's own way: one parameter at a time, unfused
+    cls(params, lr=0.01, foreach=0, fused=np.False_, differentiable=0)  # values equal to False count as False
 
 
 @pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
@@ -525,6 +526,9 @@ def test_pytorchs_switches_that_would_change_something_are_refused(cls, name):
         cls(params, **{name: True})
     with pytest.raises(npattn.ConfigError, match=rf"{name}='no' is not supported"):
         cls(params, **{name: "no"})
+    for true in (1, np.True_):
+        with pytest.raises(npattn.ConfigError, match=rf"{name}={true!r} is not supported"):
+            cls(params, **{name: true})
 
 
 @pytest.mark.parametrize("cls", ["SGD", "Adam", "AdamW"])
@@ -666,3 +670,89 @@ def test_amsgrad_switched_on_mid_run_is_named():
     opt.param_groups[0]["amsgrad"] = True
     with pytest.raises(npattn.StateDictError, match=r"amsgrad was switched on after steps were taken"):
         opt.step()
+
+
+# ----------------------------------------------------------------------------------------------
+# A 0-d Parameter (torch allows scalar parameters) is updated like any other, and a step that
+# fails on one parameter leaves the ones before it unchanged.
+
+SCALAR_CASES = [(SGD, c, reference_sgd, {}) for c in SGD_CONFIGS[:4]] + [
+    (cls, c, reference_adam, {"decoupled": cls is AdamW}) for cls in (Adam, AdamW) for c in ADAM_CONFIGS
+]
+
+
+def _scalar_grads(thetas, step):
+    return [np.array(0.7 * float(t) - 0.3 + 0.1 * step) for t in thetas]
+
+
+@pytest.mark.parametrize("cls, config, reference, extra", SCALAR_CASES)
+def test_scalar_parameter_follows_the_reference(cls, config, reference, extra):
+    p = npattn.Parameter(np.array(1.5))
+    opt = cls([p], **config)
+    for step in range(STEPS):
+        p.grad = _scalar_grads([p.data], step)[0]
+        opt.step()
+    (want,) = reference([np.array(1.5)], _scalar_grads, STEPS, **config, **extra)
+    assert p.data.shape == () and all(getattr(b, "shape", ()) == () for b in opt.state[p].values())
+    np.testing.assert_allclose(p.data, want, rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_scalar_parameter_matches_torch(cls):
+    torch = pytest.importorskip("torch")
+    p = npattn.Parameter(np.array(1.5))
+    tp = torch.nn.Parameter(torch.tensor(1.5, dtype=torch.float64))
+    opt, topt = cls([p], lr=0.1, weight_decay=0.1), getattr(torch.optim, cls.__name__)([tp], lr=0.1, weight_decay=0.1)
+    for g in (0.3, -0.2, 0.7):
+        p.grad, tp.grad = np.array(g), torch.tensor(g, dtype=torch.float64)
+        opt.step()
+        topt.step()
+    assert p.data.item() == pytest.approx(tp.item(), abs=1e-15)
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_a_step_failing_on_a_later_parameter_changes_nothing(cls, monkeypatch):
+    model = _model()
+    opt = cls(model.parameters(), lr=0.1)
+    for p in model.parameters():
+        p.grad = np.ones_like(p.data)
+    opt.step()
+    before = _snapshot(model, opt)
+    update, calls = cls._update, []
+
+    def fails_on_the_second(self, *args):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("planted failure")
+        return update(self, *args)
+
+    monkeypatch.setattr(cls, "_update", fails_on_the_second)
+    with pytest.raises(RuntimeError, match="planted failure"):
+        opt.step()
+    _assert_unchanged(model, opt, before)
+
+
+@pytest.mark.parametrize("cls", [Adam, AdamW])
+def test_eps_zero_with_a_zero_gradient_is_nan_as_in_pytorch(cls):
+    # documented in docs/errors.md (decisions): torch.optim.Adam(eps=0) gives 0/0 = NaN here too
+    p = npattn.Parameter(np.array([1.0, 2.0]))
+    opt = cls([p], eps=0.0)
+    p.grad = np.zeros(2)
+    with np.errstate(invalid="ignore"):
+        opt.step()
+    assert np.isnan(p.data).all()
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam, AdamW])
+def test_a_grad_that_is_the_parameters_own_data_updates_like_torch(cls):
+    # torch's AdamW decays the weights in place before it reads the grad: a .grad sharing them sees it
+    torch = pytest.importorskip("torch")
+    p = npattn.Parameter(np.array([1.0, -2.0, 0.5]))
+    tp = torch.nn.Parameter(torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64))
+    opt = cls([p], lr=0.1, weight_decay=0.5)
+    topt = getattr(torch.optim, cls.__name__)([tp], lr=0.1, weight_decay=0.5)
+    for _ in range(3):
+        p.grad, tp.grad = p.data, tp.detach()
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(p.data, tp.detach().numpy(), rtol=0, atol=1e-15)

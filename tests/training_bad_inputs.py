@@ -466,9 +466,16 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
         (
             "train_task(...)",
             "save= a directory (was found after training)",
-            in_scratch(lambda: (os.mkdir("runs"), npattn.train_task(save="runs"))),
+            in_scratch(lambda: (os.mkdir("runs.npz"), npattn.train_task(save="runs.npz"))),
             ckpt,
             "it is a directory",
+        ),
+        (
+            "train_task(...)",
+            "save='run' without .npz (was accepted; run_lm refused it)",
+            lambda: npattn.train_task("teacher-student", steps=1, save="run"),
+            cfg,
+            "--save: a training checkpoint is an .npz file (it holds the optimizer state and the history), got 'run'",
         ),
         (
             "train_task(...)",
@@ -672,6 +679,13 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             ),
             cfg,
             "the split pattern '' is not GPT-2's, the only one npattn writes",
+        ),
+        (
+            "load_tokenizer(path)",
+            "a JSON list (was: kind 'list')",
+            in_scratch(lambda: (open("t.json", "w").write("[1, 2]"), load_tokenizer("t.json"))),
+            cfg,
+            "not a tokenizer description: it must be a JSON object such as {\"kind\": \"char\", ...}, got a list",
         ),
         (
             "load_tokenizer(path)",

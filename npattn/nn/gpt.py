@@ -33,7 +33,15 @@ from npattn.nn.sequential import Sequential
 from npattn.nn.transformer import Embedding, FeedForward, LayerNorm, check_config
 from npattn.random import RNGLike, resolve_rng
 
-__all__ = ["GPT_CONFIG_124M", "GPTModel", "TransformerBlock", "check_prompt", "generate_text_simple"]
+__all__ = [
+    "GPT_CONFIG_124M",
+    "GPTModel",
+    "TransformerBlock",
+    "check_context_size",
+    "check_next_logits",
+    "check_prompt",
+    "generate_text_simple",
+]
 
 GPT_CONFIG_124M = {
     "vocab_size": 50257,  # GPT-2's BPE vocabulary
@@ -98,6 +106,7 @@ class TransformerBlock(Module):
     ) -> None:
         super().__init__()
         cfg = _checked(cfg)
+        self.cfg = cfg  # what rebuilds it (a checkpoint's config)
         generator = resolve_rng(rng)
         self.att = MultiHeadAttention(
             d_in=cfg["emb_dim"],
@@ -249,7 +258,8 @@ def generate_text_simple(model: Module, idx: Any, max_new_tokens: int, context_s
 
     Raises:
         ConfigError: max_new_tokens not an integer >= 0, context_size not a positive integer.
-        ShapeError: idx not 2-D. DTypeError: idx not integers. ConfigError: an empty prompt (n = 0).
+        ShapeError: idx not 2-D. DTypeError: idx not integers. ConfigError: an empty prompt (n = 0),
+            a context_size above a GPTModel's context_length, logits holding NaN or inf.
     """
     max_new_tokens = check_nonnegative_int(max_new_tokens, "max_new_tokens")
     context_size = check_positive_int(context_size, "context_size")
@@ -259,10 +269,11 @@ def generate_text_simple(model: Module, idx: Any, max_new_tokens: int, context_s
     if idx.dtype.kind not in "iu":
         raise DTypeError(f"idx: expected integer token ids, got dtype {idx.dtype}")
     check_prompt(idx, max_new_tokens)
+    check_context_size(model, context_size)
     idx = idx.astype(np.int64)
     for _ in range(max_new_tokens):
         logits = model(idx[:, -context_size:])
-        idx_next = np.argmax(logits[:, -1, :], axis=-1)[:, None]  # (b, 1)
+        idx_next = np.argmax(check_next_logits(logits[:, -1, :]), axis=-1)[:, None]  # (b, 1)
         idx = np.concatenate([idx, idx_next], axis=1)
     return idx
 
@@ -279,3 +290,35 @@ def check_prompt(idx: np.ndarray, max_new_tokens: int) -> None:
             f"idx: an empty prompt (shape {idx.shape}) has no last token to continue from; start it with "
             "at least one token id (GPT-2's '<|endoftext|>' is 50256)"
         )
+
+
+def check_context_size(model: Any, context_size: int) -> None:
+    """A GPTModel reads at most ``cfg["context_length"]`` tokens: a larger ``context_size`` would
+    fail only at the token past it, after the work before it.
+
+    Raises:
+        ConfigError: naming both numbers.
+    """
+    if isinstance(model, GPTModel) and context_size > model.cfg["context_length"]:
+        raise ConfigError(
+            f"context_size={context_size} exceeds the model's context_length={model.cfg['context_length']}: "
+            "the model reads at most that many tokens (pass its context_length)"
+        )
+
+
+def check_next_logits(logits: np.ndarray) -> np.ndarray:
+    """The last position's logits (batch, vocab) have a largest value and a distribution in every
+    row: no NaN, no +inf, not only -inf (-inf alone masks a token out, as top-k does).
+
+    Raises:
+        ConfigError: naming the first bad row (torch.multinomial refuses such probabilities too).
+    """
+    logits = np.asarray(logits, dtype=np.float64)
+    bad = np.isnan(logits).any(axis=-1) | (logits == np.inf).any(axis=-1) | (logits == -np.inf).all(axis=-1)
+    if bad.any():
+        raise ConfigError(
+            f"the model's logits for the next token of row {int(np.flatnonzero(bad)[0])} hold NaN or inf (or only "
+            "-inf): there is no distribution to sample from nor a largest logit; check the model's weights for "
+            "NaN or inf"
+        )
+    return logits

@@ -179,6 +179,7 @@ class FeedForward(Module):
     def __init__(self, cfg: dict[str, Any], *, rng: RNGLike = None, dtype: Any = np.float32) -> None:
         super().__init__()
         emb_dim = check_positive_int(check_config(cfg, ("emb_dim",))["emb_dim"], "cfg['emb_dim']")
+        self.cfg = {"emb_dim": emb_dim}  # what rebuilds it (a checkpoint's config)
         generator = resolve_rng(rng)
         self.layers = Sequential(
             Linear(emb_dim, 4 * emb_dim, rng=generator, dtype=dtype),

@@ -141,6 +141,28 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
     return real
 
 
+def _temp_file(real: str) -> tuple[int, str]:
+    """A new temporary file beside ``real``, named after its first 32 characters: a name that
+    ``open()`` accepts (up to 255 bytes) must not become too long with the prefix and suffix."""
+    return tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)[:32]}.", suffix=".tmp")
+
+
+def check_run_target(path: Any) -> str:
+    """A training run's ``--save`` target: a path ending in .npz (the checkpoint holds optimizer
+    state and history, which .safetensors cannot), then ``probe_target``. One rule for every task.
+
+    Raises:
+        ConfigError: another extension. CheckpointError: as ``probe_target``.
+    """
+    name = as_path(path)
+    if not name.lower().endswith(".npz"):
+        raise ConfigError(
+            "--save: a training checkpoint is an .npz file (it holds the optimizer state and the history), "
+            f"got {name!r}"
+        )
+    return probe_target(path)
+
+
 def probe_target(path: Any, what: str = "checkpoint") -> str:
     """``check_target``, then a real test of the folder: a temporary file is created there and
     removed, as ``atomic_write`` will create one. Permission bits do not say everything (root
@@ -152,7 +174,7 @@ def probe_target(path: Any, what: str = "checkpoint") -> str:
     """
     real = check_target(path, what)
     try:
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)}.", suffix=".tmp")
+        fd, tmp = _temp_file(real)
     except OSError as exc:
         raise CheckpointError(
             f"cannot write {what} {as_path(path)!r}: the folder {os.path.dirname(real)!r} refuses a new file "
@@ -199,7 +221,7 @@ def atomic_write(path: Any, data: bytes, what: str = "checkpoint") -> None:
         old = None
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(real)}.", suffix=".tmp")
+        fd, tmp = _temp_file(real)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -25,6 +25,7 @@ A path ending in ``.safetensors`` uses the safetensors format instead (the optio
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import math
@@ -213,6 +214,27 @@ def _parse_header(text: str) -> tuple[dict[str, Any], list[str]]:
 # save
 
 
+def constructor_config(module: Any) -> dict[str, Any]:
+    """The constructor arguments of ``module`` (those before the keyword-only rng, dtype, impl), so
+    ``type(module)(**config)`` builds a module its state dict loads into: each is read from the
+    attribute of its name (a Dropout as its p, a Linear's bias as whether it has one), a
+    MultiHeadAttentionWrapper's from its first head. Arguments it cannot read are left out."""
+    config: dict[str, Any] = {}
+    for p in list(inspect.signature(type(module).__init__).parameters.values())[1:]:
+        if p.kind is not p.POSITIONAL_OR_KEYWORD:
+            continue
+        holder = module if hasattr(module, p.name) else getattr(module, "heads", [None])[0]
+        if not hasattr(holder, p.name):
+            continue
+        value = getattr(holder, p.name)
+        if p.name == "bias" and not isinstance(value, bool):
+            value = value is not None
+        value = getattr(value, "p", value)  # a Dropout module: its probability
+        if isinstance(value, (bool, int, float, str)) or (isinstance(value, dict) and p.name == "cfg"):
+            config[p.name] = dict(value) if isinstance(value, dict) else value
+    return config
+
+
 def _state_and_meta(
     obj: Any, metadata: Mapping[str, Any] | None, own: Mapping[str, Any] | None = None
 ) -> tuple[Any, dict[str, Any]]:
@@ -223,9 +245,7 @@ def _state_and_meta(
     if hasattr(obj, "state_dict") and callable(obj.state_dict):
         meta["class"] = type(obj).__name__
         state = obj.state_dict()
-        for name in ("d_in", "d_out"):
-            if hasattr(obj, name):
-                meta["config"][name] = getattr(obj, name)
+        meta["config"] = constructor_config(obj)
     if not isinstance(state, Mapping):
         raise CheckpointError(
             f"save expects a state dict (a mapping), a Module or an Optimizer, got {type(obj).__name__}"

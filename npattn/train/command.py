@@ -20,8 +20,10 @@ from npattn.train import atomic, checkpoint
 from npattn.train.lm_run import LMSettings, run_lm
 from npattn.train.loop import (
     History,
+    Progress,
     check_callback,
     check_history,
+    check_optimizer_settings,
     check_optimizer_steps,
     fit,
     progress_header,
@@ -123,13 +125,13 @@ def _restore(
     saved: dict[str, Any], name: str, model: Module, opt: Optimizer, run: dict[str, Any], step: int
 ) -> History:
     """Load the model, the optimizer and the history; everything is checked before training starts."""
+    initial = {key: p.data.copy() for key, p in model.named_parameters()}  # what the run's seed and task build
     try:
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["optimizer"])
     except StateDictError as exc:
         raise CheckpointError(f"{name!r}: {exc}") from None
-    if any(group["lr"] != run["lr"] for group in opt.param_groups):
-        raise CheckpointError(f"{name!r}: the optimizer's learning rate differs from the run's lr {run['lr']}")
+    check_optimizer_settings(opt, name)
     try:
         history = History.from_state_dict(saved["history"])
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -144,6 +146,7 @@ def _restore(
         )
     _check_movement(history, model, name)
     check_optimizer_steps(opt, step, name)
+    _check_logged_weights(history, model, initial, step, name)
     return history
 
 
@@ -165,6 +168,49 @@ def _check_movement(history: History, model: Module, name: str) -> None:
             raise CheckpointError(
                 f"{name!r}: history.{entry} must hold {logs} distances per parameter (one per log), got {lengths}"
             )
+
+
+def _check_logged_weights(
+    history: History, model: Module, initial: dict[str, np.ndarray], step: int, name: str
+) -> None:
+    """The history's weights and distances are the ones the run made, where they can be rebuilt
+    (exactly: the run computed them the same way). ``start`` is the initial weights the run's seed
+    and task build; ``last_log`` is ``start`` before the first log, else the weights of the last
+    log: ``moved_from_start`` ends in ||last_log - start||, and ``last_log`` is the model's weights
+    exactly when the last log is at the checkpoint's step (the weights move at every update); the
+    first ``moved_since_log`` equals the first ``moved_from_start`` (both measure from the start).
+
+    Raises:
+        CheckpointError: naming the checkpoint ``name`` and the history entry.
+    """
+    logs = history.log_steps
+    for key, p in model.named_parameters():
+        start, last, w = history.start[key], history.last_log[key], p.data
+        at_last_log = np.array_equal(last, w)
+        wrong = None
+        if not np.array_equal(start, initial[key]):
+            wrong = f"history.start[{key!r}] is not the initial weights the run's seed and task build"
+        elif not logs and not np.array_equal(last, start):
+            wrong = f"history.last_log[{key!r}] differs from history.start before the first log"
+        elif logs and logs[-1] == step and not at_last_log:
+            wrong = f"history.last_log[{key!r}] differs from the model's weights, logged at step {step}"
+        elif logs and logs[-1] != step and at_last_log and not np.array_equal(w, start):
+            wrong = (
+                f"history.last_log[{key!r}] holds the weights of step {step}, "
+                f"but history.log_steps ends at {logs[-1]}"
+            )
+        elif logs and history.moved_from_start[key][-1] != float(np.linalg.norm(last - start)):
+            wrong = (
+                f"history.moved_from_start[{key!r}][-1] is {history.moved_from_start[key][-1]}, but "
+                f"||last_log - start|| is {float(np.linalg.norm(last - start))}"
+            )
+        elif logs and history.moved_since_log[key][0] != history.moved_from_start[key][0]:
+            wrong = (
+                f"history.moved_since_log[{key!r}][0] is {history.moved_since_log[key][0]}, but the first log "
+                f"measures from the start: history.moved_from_start[{key!r}][0] is {history.moved_from_start[key][0]}"
+            )
+        if wrong:
+            raise CheckpointError(f"{name!r}: {wrong}; the history was edited or belongs to another run")
 
 
 def _finite_state(model: Module, opt: Optimizer) -> str | None:
@@ -211,7 +257,7 @@ def train_task(
             or non-integer steps/seed/save_every/log_every, ``save_every`` without ``save``,
             ``on_log``/``on_start`` not a function, ``steps`` below a resumed run's step count, a
             task, optimizer, lr or seed that contradicts the resumed checkpoint, or a ``save``
-            path ending in .safetensors.
+            path that does not end in .npz (one rule with run_lm).
         CheckpointError: an unreadable checkpoint, one of another kind or with bad settings, or a
             ``save`` target that cannot be written (a directory, a device, a missing folder).
         TrainingError: a non-finite loss or gradient, or an update that made the weights
@@ -225,9 +271,7 @@ def train_task(
     if save is None and save_every:
         raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
     if save is not None:
-        if atomic.as_path(save).lower().endswith(".safetensors"):
-            raise ConfigError("a training checkpoint holds optimizer state and history: save it to a .npz path")
-        atomic.probe_target(save)
+        atomic.check_run_target(save)
     start_step = 0
     if resume is not None:
         saved, run, start_step = _read_run(resume, steps, given)
@@ -246,11 +290,12 @@ def train_task(
     history = None
     if resume is not None:
         history = _restore(saved, atomic.as_path(resume), model, opt, run, start_step)
-    last_saved: list[int] = []
+    progress = Progress(start_step, None if save is None else atomic.as_path(save))
     if on_start is not None:
         on_start()
 
     def save_checkpoint(step: int, hist: History) -> None:
+        progress.step = step
         if save is not None and ((save_every and step % save_every == 0) or step == run["steps"]):
             bad = _finite_state(model, opt)
             if bad is not None:
@@ -266,29 +311,30 @@ def train_task(
             }
             config = {"d_in": the_task.d_in, "d_out": the_task.d_out}
             checkpoint.save_run(state, save, type(model).__name__, config)
-            last_saved.append(step)
+            progress.saved = step
 
     try:
-        history = fit(
-            model,
-            opt,
-            the_task.criterion,
-            the_task.batch,
-            run["steps"],
-            start_step=start_step,
-            history=history,
-            log_every=log_every,
-            on_log=on_log,
-            on_step=save_checkpoint,
-        )
-        if start_step == run["steps"]:  # no step left to run: the checkpoint is written all the same
-            save_checkpoint(run["steps"], history)
+        with progress.interrupts():
+            history = fit(
+                model,
+                opt,
+                the_task.criterion,
+                the_task.batch,
+                run["steps"],
+                start_step=start_step,
+                history=history,
+                log_every=log_every,
+                on_log=on_log,
+                on_step=save_checkpoint,
+            )
+            if start_step == run["steps"]:  # no step left to run: the checkpoint is written all the same
+                save_checkpoint(run["steps"], history)
     except (TrainingError, CheckpointError) as exc:  # a failed step, or a save the OS refused mid-run
         if save is None:
             raise
         where = atomic.as_path(save)
-        if last_saved:
-            truth = f"The last checkpoint of this run, {where!r}, holds step {last_saved[-1]}."
+        if progress.saved is not None:
+            truth = f"The last checkpoint of this run, {where!r}, holds step {progress.saved}."
         else:
             truth = f"This run wrote no checkpoint: {where!r} is as it was before the run."
         raise type(exc)(f"{exc} {truth}") from None

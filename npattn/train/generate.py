@@ -16,7 +16,7 @@ import numpy as np
 from npattn._checks import check_finite, check_nonnegative_int, check_positive_int
 from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.nn.functional import softmax
-from npattn.nn.gpt import check_prompt
+from npattn.nn.gpt import check_context_size, check_next_logits, check_prompt
 from npattn.random import RNGLike, TorchGenerator, resolve_rng
 
 __all__ = ["as_token_ids", "generate", "sample_next"]
@@ -45,8 +45,13 @@ def as_token_ids(idx: Any, name: str = "idx") -> np.ndarray:
 def sample_next(
     logits: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator | TorchGenerator
 ) -> np.ndarray:
-    """The next token of every row of ``logits`` (batch, vocab) -> (batch,) int64."""
-    logits = np.asarray(logits, dtype=np.float64)
+    """The next token of every row of ``logits`` (batch, vocab) -> (batch,) int64.
+
+    Raises:
+        ConfigError: a row holding NaN or +inf, or only -inf (no distribution to sample from and
+            no largest logit; torch.multinomial refuses such probabilities too).
+    """
+    logits = check_next_logits(logits)
     if top_k is not None:
         # the book: top_logits, _ = torch.topk(logits, top_k); min_val = top_logits[:, -1]
         min_val = -np.partition(-logits, top_k - 1, axis=-1)[:, top_k - 1 : top_k]
@@ -90,7 +95,8 @@ def generate(
         ShapeError / DTypeError: ``idx`` is not a (batch, n) array of integers, or logits of the
             wrong shape. ConfigError: a negative ``max_new_tokens``, ``context_size`` below 1,
             a negative or non-finite ``temperature``, ``top_k`` outside [1, vocab], ``eos_id``
-            outside [0, vocab), an empty prompt with ``max_new_tokens`` > 0.
+            outside [0, vocab), an empty prompt with ``max_new_tokens`` > 0, a ``context_size``
+            above a GPTModel's context_length, logits holding NaN or inf (see ``sample_next``).
     """
     idx = as_token_ids(idx)
     max_new_tokens = check_nonnegative_int(max_new_tokens, "max_new_tokens")
@@ -103,6 +109,7 @@ def generate(
     if eos_id is not None and (isinstance(eos_id, bool) or not isinstance(eos_id, numbers.Integral) or eos_id < 0):
         raise ConfigError(f"eos_id must be None or a token id (an integer >= 0), got {eos_id!r}")
     check_prompt(idx, max_new_tokens)
+    check_context_size(model, context_size)
     generator = resolve_rng(rng) if temperature > 0 else np.random.default_rng(0)
     for _ in range(max_new_tokens):
         idx_cond = idx[:, -context_size:]

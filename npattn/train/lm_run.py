@@ -30,7 +30,7 @@ from npattn.optim import AdamW
 from npattn.train import atomic, checkpoint
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm
-from npattn.train.loop import check_optimizer_steps
+from npattn.train.loop import Progress, check_optimizer_settings, check_optimizer_steps
 from npattn.train.text import DataLoader, create_dataloader_v1, default_corpus, read_text, split_train_val
 from npattn.train.tokenizer_files import tokenizer_from_dict
 from npattn.train.tokenizers import TOKENIZER_KINDS, Tokenizer, train_tokenizer
@@ -292,9 +292,7 @@ def run_lm(
     if save is None and save_every:
         raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
     if save is not None:
-        if not atomic.as_path(save).endswith(".npz"):
-            raise ConfigError(f"--save: a training checkpoint is an .npz file, got {atomic.as_path(save)!r}")
-        atomic.probe_target(save)
+        atomic.check_run_target(save)
     if plot is not None:
         check_plot_target(plot)
     given = _check_given(given)
@@ -312,10 +310,14 @@ def run_lm(
     history = None
     if resume is not None:
         if saved["run"]["text_sha256"] != text_sha256:
+            read = "the default corpus" if settings.text is None else repr(os.path.abspath(settings.text))
+            relative = settings.text is not None and "text" not in given and not os.path.isabs(settings.text)
             raise ConfigError(
-                f"the text differs from the one the checkpoint was trained on ({saved['run']['text_chars']} "
-                f"characters); pass the same --text FILE (or none, for the default corpus)"
-            )
+                f"the text read from {read} ({len(text)} characters) differs from the one the checkpoint was trained "
+                f"on ({saved['run']['text_chars']} characters); pass the same --text FILE (or none, for the default "
+                "corpus)" + (f"; the stored --text {settings.text!r} is relative to the folder the run started in"
+                             if relative else "")
+            )  # fmt: skip
         history, stored_tokenizer = resumed, tokenizer
     tokenizer = train_tokenizer(settings.tokenizer, text, settings.vocab_size)
     if resume is not None and stored_tokenizer.to_dict() != tokenizer.to_dict():  # an edit remaps every id
@@ -346,13 +348,7 @@ def run_lm(
         ]
         if not_causal:  # a GPT attends to the past only: a language-model checkpoint holds the book's masks
             raise CheckpointError(f"{name!r}: {', '.join(not_causal)} is not the book's causal mask")
-        for key, want in (("lr", settings.lr), ("weight_decay", settings.weight_decay)):
-            got = [g[key] for g in optimizer.param_groups if g[key] != want]
-            if got:
-                raise CheckpointError(
-                    f"{name!r}: its optimizer's {key} {got[0]} differs from the run's {key} {want} (its stored "
-                    f"settings); the optimizer's settings cannot change on resume"
-                )
+        check_optimizer_settings(optimizer, name)
         check_optimizer_steps(optimizer, resumed.global_step + 1, name)
         _set_rng_state(model, saved["dropout_rng"], name)
     steps_per_epoch = len(train_loader)
@@ -370,35 +366,26 @@ def run_lm(
             "dropout_rng": _rng_state(model),
         }
         checkpoint.save_run(state, save, "GPTModel", cfg)
+        progress.saved = hist.global_step + 1
 
     def on_step(hist: LMHistory) -> None:
+        progress.step = hist.global_step + 1
         if save is not None and save_every and (hist.global_step + 1) % save_every == 0:
             write(hist)
 
     if out is not None:
         _print_header(settings, text, tokenizer, train_loader, val_loader, model, resume, out)
-    history = train_lm(
-        model,
-        train_loader,
-        val_loader,
-        optimizer,
-        num_epochs,
-        settings.eval_every,
-        settings.eval_iter,
-        settings.prompt,
-        tokenizer,
-        max_steps=settings.steps,
-        history=history,
-        out=out,
-        sample_tokens=settings.sample_tokens,
-        eval_before=True,
-        on_step=on_step,
-        temperature=settings.temperature,
-        top_k=settings.top_k,
-        rng=settings.seed,
-    )
-    if save is not None:
-        write(history)
+    start = 0 if history is None else history.global_step + 1
+    progress = Progress(start, None if save is None else atomic.as_path(save))
+    with progress.interrupts():
+        history = train_lm(
+            model, train_loader, val_loader, optimizer, num_epochs, settings.eval_every, settings.eval_iter,
+            settings.prompt, tokenizer, max_steps=settings.steps, history=history, out=out,
+            sample_tokens=settings.sample_tokens, eval_before=True, on_step=on_step,
+            temperature=settings.temperature, top_k=settings.top_k, rng=settings.seed,
+        )  # fmt: skip
+        if save is not None:
+            write(history)
     if plot is not None:
         plot_losses(history, plot, steps_per_epoch)
     return model, tokenizer, history

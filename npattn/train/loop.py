@@ -15,7 +15,8 @@ loss or a gradient stops being finite.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +30,13 @@ from npattn.optim import Optimizer
 
 __all__ = [
     "History",
+    "Interrupted",
+    "Progress",
     "check_callback",
     "check_criterion",
     "check_finite",
     "check_history",
+    "check_optimizer_settings",
     "check_optimizer_steps",
     "fit",
     "progress_header",
@@ -92,6 +96,38 @@ class History:
         )
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped training; the message says the step the run reached and what its
+    last checkpoint holds (a checkpoint is written atomically: an interrupted write leaves the old file)."""
+
+
+@dataclass
+class Progress:
+    """How far a run got: ``step`` updates done, ``saved`` the step of the last checkpoint it wrote
+    to ``save`` (None: none yet). ``interrupts()`` turns Ctrl-C into ``Interrupted`` saying so."""
+
+    step: int
+    save: str | None
+    saved: int | None = None
+
+    def checkpoint(self) -> str:
+        """What the save target holds now, as a sentence."""
+        if self.save is None:
+            return "no checkpoint was written (no save path)"
+        if self.saved is None:
+            return f"no checkpoint was written: {self.save!r} is as it was before the run"
+        return f"the last checkpoint {self.save!r} holds step {self.saved}"
+
+    @contextmanager
+    def interrupts(self) -> Iterator[None]:
+        try:
+            yield
+        except KeyboardInterrupt as exc:
+            if isinstance(exc, Interrupted):
+                raise
+            raise Interrupted(f"interrupted at step {self.step}; {self.checkpoint()}") from None
+
+
 def check_callback(value: Any, name: str, arguments: str) -> None:
     """A callback argument (``on_log``, ``on_step``, ...): None or a function of ``arguments``.
 
@@ -131,6 +167,23 @@ def check_history(history: History, name: str) -> None:
             raise CheckpointError(
                 f"{name!r}: history.{entry}[{bad[0]}] is {values[bad[0]]}; a run records finite values only"
             )
+
+
+def check_optimizer_settings(optimizer: Optimizer, name: str) -> None:
+    """A resumed optimizer's settings (every one in every group: lr, betas, eps, weight_decay,
+    amsgrad, maximize, momentum, ...) equal ``optimizer.defaults``, the settings the run's options
+    give the optimizer it builds; an edited checkpoint would otherwise train differently.
+
+    Raises:
+        CheckpointError: naming the checkpoint ``name``, the setting, its value and the run's value.
+    """
+    for group in optimizer.param_groups:
+        for key, want in optimizer.defaults.items():
+            if group[key] != want:
+                raise CheckpointError(
+                    f"{name!r}: its optimizer's {key} {group[key]} differs from the run's {key} {want} (the "
+                    "settings the run's options give); the optimizer's settings cannot change on resume"
+                )
 
 
 def check_optimizer_steps(optimizer: Optimizer, steps: int, name: str) -> None:

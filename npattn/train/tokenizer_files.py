@@ -41,8 +41,14 @@ def tokenizer_from_dict(state: Any) -> Tokenizer:
         ConfigError: not a tokenizer description (unknown kind, missing or malformed fields, a BPE
             split pattern other than GPT-2's).
     """
-    if not isinstance(state, Mapping) or state.get("kind") not in TOKENIZER_KINDS:
-        kind = state.get("kind") if isinstance(state, Mapping) else type(state).__name__
+    if not isinstance(state, Mapping):
+        json_names = {"list": "a list", "str": "a string", "int": "a number", "float": "a number", "bool": "a boolean"}
+        got = json_names.get(type(state).__name__, type(state).__name__) if state is not None else "null"
+        raise ConfigError(
+            f"not a tokenizer description: it must be a JSON object such as {{\"kind\": \"char\", ...}}, got {got}"
+        )
+    if state.get("kind") not in TOKENIZER_KINDS:
+        kind = state.get("kind")
         raise ConfigError(f"not a tokenizer description: kind {kind!r} (expected one of {', '.join(TOKENIZER_KINDS)})")
     kind = state["kind"]
     missing = [key for key in _FIELDS[kind] if key not in state]

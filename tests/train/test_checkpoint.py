@@ -677,3 +677,54 @@ def test_members_that_are_not_npy_files_are_refused(tmp_path, good):
         npattn.load(path)
     with pytest.raises(npattn.CheckpointError, match=r"the folder '.*good.npz' is not a folder"):
         npattn.save({"w": np.ones(1)}, good / "x.npz")
+
+
+# ---------------------------------------------------------------------------------------------
+# load_metadata(...)["config"] rebuilds the saved module: cls(**config) takes its state dict
+
+
+def _rebuildable_modules():
+    from npattn.nn import gpt, layers, transformer
+
+    cfg = dict(vocab_size=5, context_length=4, emb_dim=4, n_heads=2, n_layers=1, drop_rate=0.1, qkv_bias=True)
+    return [
+        npattn.SelfAttention_v1(3, 2, rng=0),
+        npattn.SelfAttention_v2(3, 2, qkv_bias=True, rng=0),
+        npattn.CausalAttention(3, 2, 5, 0.1, True, rng=0),
+        npattn.MultiHeadAttentionWrapper(3, 2, 5, 0.1, 2, True, rng=0),
+        npattn.MultiHeadAttention(3, 4, 5, 0.1, 2, True, rng=0),
+        transformer.Embedding(5, 3, rng=0),
+        transformer.LayerNorm(4),
+        transformer.GELU(),
+        transformer.FeedForward(cfg, rng=0),
+        gpt.TransformerBlock(cfg, rng=0),
+        npattn.GPTModel(cfg, rng=0),
+        layers.Linear(3, 2, False, rng=0),
+        layers.Dropout(0.2),
+    ]
+
+
+def test_every_module_class_is_rebuilt_from_its_saved_config(tmp_path):
+    import inspect
+
+    from npattn.nn import attention, gpt, layers, transformer
+
+    modules = _rebuildable_modules()
+    public = {
+        cls
+        for mod in (attention, transformer, gpt, layers)
+        for name, cls in vars(mod).items()
+        if isinstance(cls, type) and issubclass(cls, npattn.Module) and cls.__module__ == mod.__name__
+        and not name.startswith("_")
+    }  # fmt: skip
+    assert public <= {type(m) for m in modules}, public - {type(m) for m in modules}
+    for module in modules:
+        path = tmp_path / "m.npz"
+        npattn.save(module, path)
+        config = npattn.load_metadata(path)["config"]
+        required = [p.name for p in list(inspect.signature(type(module).__init__).parameters.values())[1:]
+                    if p.kind is p.POSITIONAL_OR_KEYWORD]  # fmt: skip
+        assert list(config) == required, type(module).__name__
+        rebuilt = type(module)(**config)
+        rebuilt.load_state_dict(npattn.load(path))
+        assert repr(rebuilt) == repr(module)

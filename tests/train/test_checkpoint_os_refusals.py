@@ -196,3 +196,11 @@ def test_npz_load_refuses_the_dtypes_save_refuses(tmp_path, dtype):
     shown = re.escape(str(np.dtype(dtype)))
     with pytest.raises(npattn.CheckpointError, match=rf"member .w. is not a numeric .npy array \(dtype {shown}\)"):
         npattn.load(tmp_path / "bad.npz")
+
+
+def test_a_long_file_name_that_open_accepts_is_saved(tmp_path):
+    target = tmp_path / ("a" * 246 + ".npz")  # 250 characters: open() takes it; the temporary file's name must too
+    model = npattn.SelfAttention_v1(3, 2, rng=0)
+    npattn.save(model, target)
+    assert os.listdir(tmp_path) == [target.name]
+    np.testing.assert_array_equal(npattn.load(target)["W_query"], model.W_query.data)

@@ -1,6 +1,8 @@
 """A whole language-model run on a tiny GPT: the loss falls, checkpoints resume exactly, the
 tokenizer travels with the model, and every option of ``npattn train --task lm`` is checked."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -57,7 +59,7 @@ def test_checkpoint_resumes_exactly_with_its_tokenizer(text_file, tmp_path) -> N
     assert resumed.eval_steps == [-1, 0, 10, 20, 23] and resumed.val_losses[-1] == straight.val_losses[-1]
     with pytest.raises(ConfigError, match=r"--emb-dim 32 \(checkpoint: 16\)"):
         run_lm({"emb_dim": 32}, resume=path, out=None)
-    with pytest.raises(ConfigError, match="the text differs from the one the checkpoint was trained on"):
+    with pytest.raises(ConfigError, match=r"the text read from the default corpus .* differs from the one"):
         run_lm({"text": None}, resume=path, out=None)
 
 
@@ -168,3 +170,18 @@ def test_plot_without_matplotlib(capsys, monkeypatch, tmp_path, text_file) -> No
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert main(_cli("--text", text_file, "--plot", str(tmp_path / "c.png"))) == 2
     assert "pip install 'npattn[plot]'" in capsys.readouterr().err
+
+
+def test_resume_from_another_folder_names_the_text_read_and_the_relative_path(tmp_path, monkeypatch) -> None:
+    from training_bad_inputs import LM_TINY
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "t.txt").write_text("The quick brown fox jumps over the lazy dog. " * 40)
+    (tmp_path / "b" / "t.txt").write_text("Another text, another run, the same name for its file. " * 40)
+    monkeypatch.chdir(tmp_path / "a")
+    run_lm({**LM_TINY, "text": "t.txt", "steps": 1}, save=tmp_path / "run.npz", out=None)
+    monkeypatch.chdir(tmp_path / "b")
+    read = re.escape(repr(str(tmp_path / "b" / "t.txt")))
+    with pytest.raises(ConfigError, match=f"the text read from {read} .*; the stored --text 't.txt' is relative"):
+        run_lm({"steps": 2}, resume=tmp_path / "run.npz", out=None)

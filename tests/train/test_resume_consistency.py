@@ -137,7 +137,7 @@ def lm_ck(tmp_path_factory, lm_text):
         (lambda s: s.update(tokenizer=swapped_chars(s["tokenizer"])), "its tokenizer differs from the char tokenizer"),
         (
             lambda s: s["optimizer"]["param_groups"][0].update(weight_decay=0.0),
-            "its optimizer's weight_decay 0.0 differs from the run's weight_decay 0.1 (its stored settings)",
+            "its optimizer's weight_decay 0.0 differs from the run's weight_decay 0.1 (the settings the run's options",
         ),
         (
             lambda s: s["optimizer"]["param_groups"][0].update(lr=0.5),
@@ -165,3 +165,92 @@ def test_lm_resume_at_every_step_count_equals_an_uninterrupted_run(tmp_path, lm_
         np.testing.assert_array_equal(resumed.state_dict()[name], value)
     assert (resumed_history.global_step, resumed_history.epoch, resumed_history.batch) == (24, 1, 3)
     assert resumed_history.tokens_seen == history.tokens_seen == 25 * 16
+
+
+# ---------------------------------------------------------------------------------------------
+# every optimizer setting of a resumed checkpoint must be the one the run's options give
+
+
+def _with_amsgrad(s):
+    s["optimizer"]["param_groups"][0]["amsgrad"] = True
+    for buffers in s["optimizer"]["state"].values():
+        buffers["max_exp_avg_sq"] = buffers["exp_avg_sq"].copy()
+
+
+def _group(**edit):
+    return lambda s: s["optimizer"]["param_groups"][0].update(edit)
+
+
+SETTING_EDITS = [
+    (_group(betas=(0.5, 0.9)), "betas (0.5, 0.9) differs from the run's betas (0.9, 0.999)"),
+    (_group(eps=1e-3), "eps 0.001 differs from the run's eps 1e-08"),
+    (_group(weight_decay=0.5), "weight_decay 0.5 differs from the run's weight_decay"),
+    (_group(maximize=True), "maximize True differs from the run's maximize False"),
+    (_with_amsgrad, "amsgrad True differs from the run's amsgrad False"),
+]
+
+
+@pytest.mark.parametrize("edit,message", SETTING_EDITS)
+def test_task_resume_refuses_an_edited_optimizer_setting(tmp_path, task_ck, edit, message):
+    edited = edited_copy(task_ck, tmp_path, edit)
+    with pytest.raises(CheckpointError, match=re.escape(message) + ".*cannot change on resume"):
+        train_task(steps=5, resume=edited)
+
+
+@pytest.mark.parametrize("edit,message", SETTING_EDITS)
+def test_lm_resume_refuses_an_edited_optimizer_setting(tmp_path, lm_ck, lm_text, edit, message):
+    edited = edited_copy(lm_ck, tmp_path, edit)
+    with pytest.raises(CheckpointError, match=re.escape(message) + ".*cannot change on resume"):
+        run_lm({"text": lm_text, "steps": 5}, resume=edited, out=None)
+
+
+def test_sgd_momentum_setting_is_compared_on_resume(tmp_path):
+    ck = tmp_path / "run.npz"
+    train_task("teacher-student", optimizer="sgd", steps=2, save=ck)
+    edited = edited_copy(ck, tmp_path, _group(dampening=0.5))
+    with pytest.raises(CheckpointError, match=r"its optimizer's dampening 0.5 differs from the run's dampening 0.0"):
+        train_task(steps=3, resume=edited)
+
+
+# ---------------------------------------------------------------------------------------------
+# the history's weights and distances must be the ones the run made
+
+
+def _shift(entry, key="W_query", at=-1, by=0.25):
+    def edit(s):
+        s["history"][entry][key][at] += by
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (_shift("start", at=0), "history.start['W_query'] is not the initial weights the run's seed and task build"),
+        (_shift("last_log", at=0), "history.last_log['W_query'] differs from the model's weights, logged at step 3"),
+        (_shift("moved_from_start"), "history.moved_from_start['W_query'][-1] is"),
+        (_shift("moved_from_start", at=0), "history.moved_since_log['W_query'][0] is"),
+        (_shift("moved_since_log", at=0), "history.moved_since_log['W_query'][0] is"),
+        (lambda s: s["history"].update(log_steps=np.array([1, 2, 2])), "history.log_steps must be increasing"),
+    ],
+)
+def test_task_resume_refuses_an_edited_history(tmp_path, task_ck, edit, message):
+    edited = edited_copy(task_ck, tmp_path, edit)
+    with pytest.raises(CheckpointError, match=re.escape(message)):
+        train_task(steps=5, resume=edited)
+
+
+def test_task_resume_refuses_log_steps_that_end_before_the_logged_weights(tmp_path):
+    ck = tmp_path / "run.npz"
+    train_task("teacher-student", steps=4, save=ck, log_every=2)
+    edited = edited_copy(ck, tmp_path, lambda s: s["history"].update(log_steps=np.array([2, 3])))
+    with pytest.raises(CheckpointError, match=r"holds the weights of step 4, but history.log_steps ends at 3"):
+        train_task(steps=6, resume=edited)
+
+
+def test_task_resume_accepts_checkpoints_between_logs(tmp_path):
+    ck = tmp_path / "run.npz"
+    train_task("teacher-student", steps=5, save=ck, save_every=1, log_every=2)  # the last save is at step 5
+    for at in (0, 1, 3):
+        train_task("teacher-student", steps=at, save=tmp_path / f"{at}.npz", log_every=2)
+        train_task(steps=6, resume=tmp_path / f"{at}.npz")

@@ -182,6 +182,9 @@ def test_load_rejects_bad_files(tmp_path) -> None:
         TF.load_tokenizer(tmp_path / "bad.json")
     with pytest.raises(ConfigError, match="not a tokenizer description: kind 'words'"):
         TF.tokenizer_from_dict({"kind": "words"})
+    for state, got in (([1], "a list"), (3, "a number"), (None, "null"), ("char", "a string")):
+        with pytest.raises(ConfigError, match=f"it must be a JSON object such as .*, got {got}$"):
+            TF.tokenizer_from_dict(state)
     with pytest.raises(ConfigError, match="malformed bpe tokenizer description"):
         TF.tokenizer_from_dict({"kind": "bpe", "merges": [[1, "a"]], "pattern": "."})
     with pytest.raises(ConfigError, match="malformed char tokenizer description"):

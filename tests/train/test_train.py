@@ -270,7 +270,7 @@ def test_resume_refuses_fewer_steps_and_non_training_checkpoints(tmp_path):
         train_task(resume=tmp_path / "model.npz", steps=5)
     with pytest.raises(npattn.ConfigError, match="unknown optimizer 'rmsprop'"):
         train_task(optimizer="rmsprop")
-    with pytest.raises(npattn.ConfigError, match=r"save it to a \.npz path"):
+    with pytest.raises(npattn.ConfigError, match=r"a training checkpoint is an \.npz file"):
         train_task(save=tmp_path / "run.safetensors")
 
 
@@ -395,7 +395,8 @@ def test_zero_steps_still_writes_the_checkpoint_and_it_resumes(tmp_path):
         ({"optimizer": "lbfgs"}, npattn.ConfigError, "unknown optimizer 'lbfgs'"),
         ({"on_log": "x"}, npattn.ConfigError, "on_log must be a function on_log(step, loss, history) or None, got str"),
         ({"on_start": 1}, npattn.ConfigError, "on_start must be a function on_start() or None, got int"),
-        ({"save": "run.safetensors"}, npattn.ConfigError, "save it to a .npz path"),
+        ({"save": "run.safetensors"}, npattn.ConfigError, "a training checkpoint is an .npz file"),
+        ({"save": "noext"}, npattn.ConfigError, "--save: a training checkpoint is an .npz file (it holds the"),
         ({"save": "missing/run.npz"}, npattn.CheckpointError, "does not exist"),
     ],
 )
