@@ -62,6 +62,8 @@ def parse_timeout(text: Any) -> float:
 def _child(conn: Connection, spec: str) -> None:
     """Run the check; send ("report", text, passed, forward correct, output, causal, num_heads,
     (forward correct, output) at the second shape or None) or ("error", one line)."""
+    if hasattr(signal, "pthread_sigmask"):  # the parent held Ctrl-C back while it forked: take it again
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     _own_session()
     result: tuple[Any, ...]
     try:
@@ -155,7 +157,15 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
     sys.stdout.flush()
     sys.stderr.flush()
     child = context.Process(target=_child, args=(send, spec), daemon=True)
-    child.start()
+    # Ctrl-C (from the terminal, or from the user's code signalling this process) waits until the
+    # child is started: raised inside fork's own handlers it would print "Exception ignored" lines
+    # beside the one-line report.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
+    try:
+        child.start()
+    finally:
+        if held is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     send.close()
     try:
         if not receive.poll(timeout):
