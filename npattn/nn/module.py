@@ -57,6 +57,7 @@ class Module:
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_cache", None)
         object.__setattr__(self, "_recorder", None)
+        object.__setattr__(self, "_forward_count", 0)
 
     # ------------------------------------------------------------------ registration
     def __setattr__(self, name: str, value: Any) -> None:
@@ -398,6 +399,7 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         check_specs(self)
+        object.__setattr__(self, "_forward_count", self._forward_count + 1)  # which forward a loss came from
         return self.forward(*args, **kwargs)
 
     def _saved(self) -> Any:

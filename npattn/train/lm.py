@@ -33,7 +33,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from npattn._checks import check_nonnegative_int, check_positive_int
-from npattn.errors import CheckpointError, ConfigError
+from npattn.errors import BackwardError, CheckpointError, ConfigError
 from npattn.nn.functional import token_cross_entropy_backward, token_cross_entropy_forward
 from npattn.optim import Optimizer
 from npattn.train.generate import generate
@@ -61,6 +61,7 @@ class BatchLoss:
         self.value = value
         self._model = model
         self._cache = cache
+        self._forward = getattr(model, "_forward_count", None)
 
     def item(self) -> float:
         return self.value
@@ -69,6 +70,13 @@ class BatchLoss:
         return self.value
 
     def backward(self) -> None:
+        """Raises BackwardError if the model ran another forward after this loss was computed."""
+        now = getattr(self._model, "_forward_count", None)
+        if now != self._forward:
+            raise BackwardError(
+                f"loss.backward(): the model ran another forward after this loss was computed (forward "
+                f"{now}, expected {self._forward}): compute the loss again"
+            )
         (dlogits,) = token_cross_entropy_backward(np.asarray(1.0), self._cache)
         self._model.backward(dlogits)
 
