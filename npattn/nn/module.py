@@ -47,6 +47,7 @@ class Module:
     _modules: OrderedDict[str, Module]
     _cache: Any
     _recorder: Recorder | None
+    _forward_count: int
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())

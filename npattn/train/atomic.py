@@ -15,13 +15,20 @@ load.
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from npattn.errors import CheckpointError, ConfigError
 
-__all__ = ["as_path", "atomic_write", "check_distinct", "check_source", "check_target", "probe_target", "read_bytes"]
+__all__ = [
+    "as_path", "atomic_write", "check_distinct", "check_source", "check_target", "probe_target", "read_bytes",
+    "sigint_held",
+]  # fmt: skip
 
 _KINDS = {
     stat.S_IFDIR: "a directory",
@@ -256,3 +263,27 @@ def _fsync_folder(folder: str) -> None:
         pass
     finally:
         os.close(fd)
+
+
+@contextmanager
+def sigint_held() -> Iterator[None]:
+    """Ctrl-C (SIGINT) waits until the block ends, then acts as it would have: a save and the record
+    of what it saved happen whole. An interrupt inside the zip writer left a ZipFile whose cleanup
+    raised ValueError; one between the replace and the record reported the step before. Nothing is
+    held outside the main thread (only it receives signals) or if the handler cannot be set."""
+    previous: Any = None
+    pending: list[int] = []
+    if threading.current_thread() is threading.main_thread():
+        try:
+            previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
+        except (ValueError, OSError):
+            previous = None
+    if previous is None:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pending:  # only after the block succeeded: a failure in it is the error to report
+        signal.raise_signal(signal.SIGINT)

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from npattn.errors import CheckpointError
-from npattn.train.atomic import atomic_write, check_source, check_target
+from npattn.train.atomic import atomic_write, check_source, check_target, sigint_held
 
 __all__ = ["FORMAT", "VERSION", "load", "load_metadata", "save", "save_run"]
 
@@ -279,13 +279,15 @@ def save(obj: Any, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] 
             or with a nested state, or a target that is a directory, a device or a FIFO, is not
             writable, or whose folder does not exist (see ``npattn.train.atomic``).
     """
-    _save(obj, path, metadata)
+    with sigint_held():  # Ctrl-C while the zip is written would leave a half-written ZipFile
+        _save(obj, path, metadata)
 
 
 def save_run(state: Mapping[str, Any], path: str | os.PathLike[str], model_class: str, config: dict[str, Any]) -> None:
     """``save`` of a training run's state, recording the class and config of the model it trains
     (the index entries that ``save``'s metadata may not set)."""
-    _save(state, path, None, {"class": model_class, "config": config})
+    with sigint_held():
+        _save(state, path, None, {"class": model_class, "config": config})
 
 
 def _save(obj: Any, path: Any, metadata: Mapping[str, Any] | None, own: Mapping[str, Any] | None = None) -> None:

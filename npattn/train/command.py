@@ -310,8 +310,7 @@ def train_task(
                 "history": hist.state_dict(),
             }
             config = {"d_in": the_task.d_in, "d_out": the_task.d_out}
-            checkpoint.save_run(state, save, type(model).__name__, config)
-            progress.saved = step
+            progress.record_save(step, lambda: checkpoint.save_run(state, save, type(model).__name__, config))
 
     try:
         with progress.interrupts():

@@ -365,8 +365,7 @@ def run_lm(
             "history": hist.state_dict(),
             "dropout_rng": _rng_state(model),
         }
-        checkpoint.save_run(state, save, "GPTModel", cfg)
-        progress.saved = hist.global_step + 1
+        progress.record_save(hist.global_step + 1, lambda: checkpoint.save_run(state, save, "GPTModel", cfg))
 
     def on_step(hist: LMHistory) -> None:
         progress.step = hist.global_step + 1

@@ -27,6 +27,7 @@ from npattn.errors import CheckpointError, ConfigError, TrainingError
 from npattn.nn.losses import Loss
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
+from npattn.train.atomic import sigint_held
 
 __all__ = [
     "History",
@@ -117,6 +118,13 @@ class Progress:
         if self.saved is None:
             return f"no checkpoint was written: {self.save!r} is as it was before the run"
         return f"the last checkpoint {self.save!r} holds step {self.saved}"
+
+    def record_save(self, step: int, write: Callable[[], None]) -> None:
+        """``write()`` (the atomic save of step ``step``), then ``saved = step``, with Ctrl-C held
+        back until both are done: an interrupt is never reported against a file it did not see."""
+        with sigint_held():
+            write()
+            self.saved = step
 
     @contextmanager
     def interrupts(self) -> Iterator[None]:

@@ -7,7 +7,7 @@ import npattn
 from npattn.errors import BackwardError
 
 CFG = {"vocab_size": 20, "context_length": 4, "emb_dim": 8, "n_heads": 2, "n_layers": 1,
-       "drop_rate": 0.0, "qkv_bias": False}
+       "drop_rate": 0.0, "qkv_bias": False}  # fmt: skip
 
 
 def test_backward_after_another_forward_of_the_same_shape_raises():
