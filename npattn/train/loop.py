@@ -159,6 +159,27 @@ def check_criterion(criterion: Any, owner: str) -> None:
         )
 
 
+def check_optimizer_of(model: Module, optimizer: Optimizer, owner: str) -> None:
+    """Every parameter ``optimizer`` updates is one of ``model``'s (the same object): an optimizer
+    built on another model's parameters would step arrays the training never changes.
+
+    Raises:
+        ConfigError: naming ``owner`` and how many of the optimizer's parameters are not the model's.
+    """
+    if not isinstance(optimizer, Optimizer):
+        raise ConfigError(
+            f"{owner}: optimizer must be an npattn Optimizer (such as SGD), got {type(optimizer).__name__}"
+        )
+    own = {id(p) for p in model.parameters()}
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    foreign = sum(id(p) not in own for p in params)
+    if foreign:
+        raise ConfigError(
+            f"{owner}: {foreign} of the optimizer's {len(params)} parameters are not parameters of the model "
+            f"({len(own)} parameters); build the optimizer from model.parameters()"
+        )
+
+
 def check_history(history: History, name: str) -> None:
     """A restored history's recorded numbers are finite: a NaN or inf loss or distance is never a
     record a run makes (``fit`` stops before recording one).
@@ -262,7 +283,8 @@ def fit(
 
     Raises:
         ConfigError: a negative or non-integer count, ``start_step`` above ``steps``, a callback or
-            ``batches`` that is not a function, a ``criterion`` without ``backward``.
+            ``batches`` that is not a function, a ``criterion`` without ``backward``, an optimizer
+            with a parameter that is not the model's.
         TrainingError: the loss or a gradient became NaN or inf (the weights keep their last
             finite values; nothing after the failing step runs).
     """
@@ -272,6 +294,7 @@ def fit(
     if not callable(batches):
         raise ConfigError(f"fit: batches must be a function step -> (x, target), got {type(batches).__name__}")
     check_criterion(criterion, "fit")
+    check_optimizer_of(model, optimizer, "fit")
     check_callback(on_log, "on_log", "step, loss, history")
     check_callback(on_step, "on_step", "step, history")
     if start_step > steps:
