@@ -44,6 +44,7 @@ class Module:
     _specs: dict[str, tuple[tuple[int, ...], np.dtype]]
     _buffers: OrderedDict[str, np.ndarray]
     _non_persistent: set[str]
+    _causal_buffers: frozenset[str] = frozenset()  # buffers that must hold the book's causal mask
     _modules: OrderedDict[str, Module]
     _cache: Any
     _recorder: Recorder | None
@@ -279,7 +280,8 @@ class Module:
             StateDictError: with ``strict``, missing or unexpected keys; always, shape mismatches,
                 non-numeric values, non-finite values in floating parameters, values that would
                 overflow the parameter's dtype (e.g. 1e300 into float32), values other than 0/1
-                for bool buffers and read-only parameter or buffer arrays (all listed at once).
+                for bool buffers, a causal ``mask`` other than the book's and read-only parameter or
+                buffer arrays (all listed at once).
             ConfigError: ``strict`` not a bool.
         """
         if not isinstance(state_dict, Mapping):
@@ -294,7 +296,7 @@ class Module:
         if strict and unexpected:
             problems.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
         ready: list[tuple[np.ndarray, np.ndarray]] = []
-        for key, (_, _, target) in targets.items():
+        for key, (module, name, target) in targets.items():
             if key not in state_dict:
                 continue
             try:
@@ -317,6 +319,9 @@ class Module:
                     f"non-boolean values in {key}: expected True/False or 0/1, got values such as "
                     f"{value[(value != 0) & (value != 1)].flat[0]}."
                 )
+                continue
+            if name in module._causal_buffers and not np.array_equal(value != 0, np.triu(np.ones(value.shape, bool), 1)):
+                problems.append(f"{key} is not the book's causal mask: expected True (or 1) exactly above the diagonal.")
                 continue
             if target.dtype.kind == "f":
                 problem = _nonfinite_problem(key, value, target.dtype)
