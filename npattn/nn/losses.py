@@ -201,7 +201,13 @@ wrap_stages(globals(), ["mse_loss_forward", "mse_loss_backward", "cross_entropy_
 
 
 def mse_loss(
-    input: Any, target: Any, reduction: str = "mean", *, size_average: Any = None, reduce: Any = None, weight: Any = None
+    input: Any,
+    target: Any,
+    reduction: str = "mean",
+    *,
+    size_average: Any = None,
+    reduce: Any = None,
+    weight: Any = None,
 ) -> Any:
     """``torch.nn.functional.mse_loss``: a float (or an array for "none").
 
