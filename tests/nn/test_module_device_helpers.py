@@ -31,6 +31,6 @@ def test_cpu_returns_self_and_keeps_the_forward():
 def test_cuda_is_refused_like_to_cuda(args):
     module = _mha()
     before = [p.data.copy() for p in module.parameters()]
-    with pytest.raises(ConfigError, match="npattn runs on the CPU only: .*got device 'cuda"):
+    with pytest.raises(ConfigError, match=r"npattn runs on the CPU only: .*got device 'cuda"):
         module.cuda(*args)
     assert all(np.array_equal(a, p.data) for a, p in zip(before, module.parameters()))
