@@ -28,6 +28,7 @@ __all__ = [
     "check_nonnegative_int",
     "check_positive_int",
     "check_probability",
+    "device_name",
     "grad_problem",
     "stage_arrays",
     "wrap_stages",
@@ -342,3 +343,18 @@ def wrap_stages(namespace: dict[str, Any], names: list[str]) -> None:
             "ndarray" in str(p.annotation) for p in inspect.signature(fn).parameters.values()
         ):
             namespace[name] = stage_arrays(fn)
+
+
+DEVICE_TYPES = {
+    "cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "hpu", "mtia", "lazy", "ipu", "vulkan", "privateuseone",
+}  # fmt: skip
+
+
+def device_name(value: Any) -> str | None:
+    """The device a ``to()`` argument names ("cpu", "cuda:0", a ``torch.device``), or None when
+    it names none (then it must be a dtype)."""
+    if isinstance(value, str):
+        return value if value.split(":")[0] in DEVICE_TYPES else None
+    if type(value).__name__ == "device" and isinstance(getattr(value, "type", None), str):
+        return str(value)
+    return None

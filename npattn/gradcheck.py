@@ -36,6 +36,7 @@ import numpy as np
 from npattn import _html
 from npattn._checks import as_array, check_bool, check_finite, check_nonnegative_int, check_positive_int, from_tensor
 from npattn.errors import ConfigError, DTypeError, GradcheckError
+from npattn.nn.layers import check_deterministic
 from npattn.nn.module import Module
 
 __all__ = ["DETECTS", "GradcheckReport", "TensorCheck", "gradcheck", "gradcheck_stage"]
@@ -342,7 +343,8 @@ def gradcheck(
     Raises:
         GradcheckError: a tensor failed and ``raise_exception`` is True (names the tensor, the
             index, the numerical and the analytical value).
-        ConfigError: the module has no parameters or no backward; ``x`` has no elements or holds
+        ConfigError: the module has no parameters or no backward, or a random forward (a Dropout
+            with p > 0 in training mode without ``fixed_keep``); ``x`` has no elements or holds
             NaN or inf; the forward output holds NaN or inf; eps <= 0 or below ``MIN_EPS`` times the
             largest magnitude perturbed; atol or rtol < 0, rtol >= 1e-4, n_directions < 1, a negative seed, a flag
             that is not a bool; an atol so wide, or gradients so small, that the check could not
@@ -353,6 +355,7 @@ def gradcheck(
         raise ConfigError(f"gradcheck expects an npattn.Module, got {type(module).__name__}")
     if next(module.parameters(), None) is None:
         raise ConfigError(f"gradcheck: {type(module).__name__} has no parameters to check")
+    check_deterministic(module, "gradcheck")
     _check_settings(
         eps, 0.0 if atol is None else atol, rtol, n_directions, seed,
         raise_exception=raise_exception, fast_mode=fast_mode, check_input=check_input,

@@ -122,6 +122,7 @@ class _ProjectedAttention(Module):
     W_value: Linear
     dropout: Dropout
     mask: np.ndarray
+    _causal_buffers = frozenset({"mask"})  # load_state_dict refuses any other mask
 
     def _init_projections(self, d_in: Any, d_out: Any, qkv_bias: Any, generator: Any, dtype: Any, impl: Any) -> None:
         """W_query, W_key, W_value: Linear(d_in, d_out, bias=qkv_bias), drawn in that order; ``impl``

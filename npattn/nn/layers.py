@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import as_array, as_features, check_bool, check_grad_output, check_positive_int, check_probability
-from npattn.errors import ShapeError
+from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
 from npattn.nn.functional.contract import check_bool_mask
 from npattn.nn.module import Module, Parameter
@@ -181,3 +181,24 @@ class Dropout(Module):
             return d_out, []
         (dx,) = F.dropout_backward(d_out, cache)
         return dx, []
+
+
+def check_deterministic(module: Module, who: str) -> None:
+    """Refuse a module whose forward is random: a ``Dropout`` with p > 0 in training mode and no
+    ``fixed_keep`` draws a new keep mask on every call (gradcheck's differences would compare
+    different functions).
+
+    Raises:
+        ConfigError: names every such Dropout and its p.
+    """
+    random = [
+        f"{name or type(sub).__name__} (p={sub.p})"
+        for name, sub in module.named_modules()
+        if isinstance(sub, Dropout) and sub.training and sub.p > 0.0 and sub.fixed_keep is None
+    ]
+    if random:
+        raise ConfigError(
+            f"{who}: the forward of {type(module).__name__} is random (dropout in training mode draws a new keep "
+            f"mask each call: {', '.join(random)}), so no gradient can be compared: call .eval() first, or fix "
+            "each mask with dropout.fixed_keep = dropout.keep_mask(shape)"
+        )

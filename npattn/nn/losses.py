@@ -42,6 +42,35 @@ def _check_reduction(reduction: str) -> str:
     return reduction
 
 
+def _check_torch_keywords(owner: str, **given: Any) -> None:
+    """PyTorch's loss keywords, accepted at the values npattn implements (their defaults; any
+    negative ignore_index, which no class in [0, C) can equal) and refused otherwise.
+
+    Raises:
+        ConfigError: naming the keyword, the value and the value npattn takes.
+    """
+    for name, value in given.items():
+        if name == "ignore_index":
+            if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value < 0:
+                continue  # no target is ignored: a negative class index is refused by the range check
+            raise ConfigError(
+                f"{owner}: ignore_index={value!r} is not supported (npattn ignores no targets); "
+                "leave it at a negative integer such as -100 (PyTorch's default)"
+            )
+        default, why = _TORCH_KEYWORDS[name]
+        if not (value is None if default is None else (isinstance(value, (int, float)) and value == default)):
+            shown = f"an array of shape {value.shape}" if hasattr(value, "shape") else repr(value)
+            raise ConfigError(f"{owner}: {name}={shown} is not supported ({why}); leave it at {default!r}")
+
+
+_TORCH_KEYWORDS = {
+    "weight": (None, "npattn weighs every class equally"),
+    "size_average": (None, "PyTorch's deprecated form of reduction; use reduction='mean', 'sum' or 'none'"),
+    "reduce": (None, "PyTorch's deprecated form of reduction; use reduction='mean', 'sum' or 'none'"),
+    "label_smoothing": (0.0, "npattn's targets are not smoothed"),
+}
+
+
 def _check_real(stage: str, input: np.ndarray) -> None:
     """The stages' rule: real numbers (complex input came back as a complex loss)."""
     if input.dtype.kind not in "fiu":
@@ -171,14 +200,47 @@ wrap_stages(globals(), ["mse_loss_forward", "mse_loss_backward", "cross_entropy_
 # Functional forms and Modules.
 
 
-def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Any:
-    """``torch.nn.functional.mse_loss``: a float (or an array for "none")."""
+def mse_loss(
+    input: Any,
+    target: Any,
+    reduction: str = "mean",
+    *,
+    size_average: Any = None,
+    reduce: Any = None,
+    weight: Any = None,
+) -> Any:
+    """``torch.nn.functional.mse_loss``: a float (or an array for "none").
+
+    Raises:
+        ConfigError: PyTorch's size_average, reduce or weight at a value other than None.
+    """
+    _check_torch_keywords("mse_loss", size_average=size_average, reduce=reduce, weight=weight)
     loss, _ = mse_loss_forward(as_array(input, "input"), target, reduction)
     return loss if reduction == "none" else float(loss)
 
 
-def cross_entropy(input: Any, target: Any, reduction: str = "mean") -> Any:
-    """``torch.nn.functional.cross_entropy`` over logits: a float (or an array for "none")."""
+def cross_entropy(
+    input: Any,
+    target: Any,
+    reduction: str = "mean",
+    *,
+    weight: Any = None,
+    size_average: Any = None,
+    ignore_index: int = -100,
+    reduce: Any = None,
+    label_smoothing: float = 0.0,
+) -> Any:
+    """``torch.nn.functional.cross_entropy`` over logits: a float (or an array for "none").
+    PyTorch's other keywords are keyword-only here (reduction stays the third argument).
+
+    Raises:
+        ConfigError: PyTorch's weight, size_average, reduce other than None, label_smoothing other
+            than 0, ignore_index >= 0 (npattn ignores no targets).
+    """
+    _check_torch_keywords(
+        "cross_entropy", weight=weight, size_average=size_average, ignore_index=ignore_index, reduce=reduce,
+        label_smoothing=label_smoothing,
+    )  # fmt: skip
     loss, _ = cross_entropy_forward(as_array(input, "input"), target, reduction)
     return loss if reduction == "none" else float(loss)
 
@@ -189,8 +251,10 @@ class Loss(Module):
     _forward = staticmethod(mse_loss_forward)
     _backward = staticmethod(mse_loss_backward)
 
-    def __init__(self, reduction: str = "mean") -> None:
+    def __init__(self, reduction: str = "mean", *, size_average: Any = None, reduce: Any = None) -> None:
+        """Raises ConfigError: an unknown reduction; PyTorch's size_average or reduce other than None."""
         super().__init__()
+        _check_torch_keywords(type(self).__name__, size_average=size_average, reduce=reduce)
         self.reduction = _check_reduction(reduction)
 
     def extra_repr(self) -> str:
@@ -212,7 +276,27 @@ class MSELoss(Loss):
 
 
 class CrossEntropyLoss(Loss):
-    """``torch.nn.CrossEntropyLoss(reduction="mean")`` over logits, classes on axis 1 (axis 0 for 1-D)."""
+    """``torch.nn.CrossEntropyLoss(reduction="mean")`` over logits, classes on axis 1 (axis 0 for 1-D).
+
+    PyTorch's other keywords are taken at the values npattn implements: weight, size_average and
+    reduce None, label_smoothing 0, a negative ignore_index (-100, the default: no target is
+    ignored); other values raise ConfigError.
+    """
 
     _forward = staticmethod(cross_entropy_forward)
     _backward = staticmethod(cross_entropy_backward)
+
+    def __init__(
+        self,
+        reduction: str = "mean",
+        *,
+        weight: Any = None,
+        size_average: Any = None,
+        ignore_index: int = -100,
+        reduce: Any = None,
+        label_smoothing: float = 0.0,
+    ) -> None:
+        _check_torch_keywords(
+            type(self).__name__, weight=weight, ignore_index=ignore_index, label_smoothing=label_smoothing
+        )
+        super().__init__(reduction, size_average=size_average, reduce=reduce)

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool, check_float_dtype, grad_problem
+from npattn._checks import as_array, check_bool, check_float_dtype, device_name, grad_problem
 from npattn.errors import BackwardError, ConfigError, DTypeError, StateDictError
 from npattn.nn.functional import Recorder
 from npattn.nn.parameter import Parameter, check_specs, shared_grads, zero_grads
@@ -44,6 +44,7 @@ class Module:
     _specs: dict[str, tuple[tuple[int, ...], np.dtype]]
     _buffers: OrderedDict[str, np.ndarray]
     _non_persistent: set[str]
+    _causal_buffers: frozenset[str] = frozenset()  # buffers that must hold the book's causal mask
     _modules: OrderedDict[str, Module]
     _cache: Any
     _recorder: Recorder | None
@@ -209,12 +210,12 @@ class Module:
         """
         devices, dtypes = [device] if device is not None else [], [dtype] if dtype is not None else []
         for arg in args:
-            (devices if _device_name(arg) is not None else dtypes).append(arg)
+            (devices if device_name(arg) is not None else dtypes).append(arg)
         if len(devices) > 1 or len(dtypes) > 1 or not devices + dtypes:
             raise ConfigError(
                 f"Module.to takes one device and/or one dtype, got {args!r} device={device!r} dtype={dtype!r}"
             )
-        for name in (_device_name(d) or str(d) for d in devices):
+        for name in (device_name(d) or str(d) for d in devices):
             if name.split(":")[0] != "cpu":
                 raise ConfigError(
                     f"npattn runs on the CPU only: Module.to accepts 'cpu' or a float dtype, got device {name!r}"
@@ -252,6 +253,17 @@ class Module:
     def float(self) -> Module:
         return self.to(np.float32)
 
+    def half(self) -> Module:
+        return self.to(np.float16)
+
+    def cpu(self) -> Module:
+        """Returns self: npattn runs on the CPU."""
+        return self
+
+    def cuda(self, device: Any = None) -> Module:
+        """Raises ConfigError, as ``to("cuda")`` does: npattn runs on the CPU only."""
+        return self.to("cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+
     # ------------------------------------------------------------------ state dicts
     def _state_targets(self) -> OrderedDict[str, tuple[Module, str, np.ndarray]]:
         """name -> (owning module, attribute name, the live array) for every state_dict entry."""
@@ -281,7 +293,8 @@ class Module:
             StateDictError: with ``strict``, missing or unexpected keys; always, shape mismatches,
                 non-numeric values, non-finite values in floating parameters, values that would
                 overflow the parameter's dtype (e.g. 1e300 into float32), values other than 0/1
-                for bool buffers and read-only parameter or buffer arrays (all listed at once).
+                for bool buffers, a causal ``mask`` other than the book's and read-only parameter or
+                buffer arrays (all listed at once).
             ConfigError: ``strict`` not a bool.
         """
         if not isinstance(state_dict, Mapping):
@@ -296,7 +309,7 @@ class Module:
         if strict and unexpected:
             problems.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
         ready: list[tuple[np.ndarray, np.ndarray]] = []
-        for key, (_, _, target) in targets.items():
+        for key, (module, name, target) in targets.items():
             if key not in state_dict:
                 continue
             try:
@@ -319,6 +332,10 @@ class Module:
                     f"non-boolean values in {key}: expected True/False or 0/1, got values such as "
                     f"{value[(value != 0) & (value != 1)].flat[0]}."
                 )
+                continue
+            causal = name in module._causal_buffers  # the book's mask: True (or 1) above the diagonal
+            if causal and not np.array_equal(value != 0, np.triu(np.ones(value.shape, bool), 1)):
+                problems.append(f"{key} is not the book's causal mask: expected True (or 1) only above the diagonal.")
                 continue
             if target.dtype.kind == "f":
                 problem = _nonfinite_problem(key, value, target.dtype)
@@ -411,8 +428,7 @@ class Module:
             if cache is not None:
                 why = f"called after {cache}, which discarded the last forward"
             raise BackwardError(
-                f"{type(self).__name__}.backward() {why}: run a forward pass first "
-                "(forward stores what backward needs)"
+                f"{type(self).__name__}.backward() {why}: run a forward pass first (forward stores what backward needs)"
             )
         return cache
 
@@ -439,20 +455,6 @@ class Module:
 _DISCARDED_BY_LOAD = "load_state_dict()"
 _DISCARDED_BY_TO = "to()"
 """What ``_cache`` holds after a call that discarded the last forward (``_saved`` names it)."""
-
-_DEVICE_TYPES = {
-    "cpu", "cuda", "mps", "xpu", "meta", "hip", "xla", "hpu", "mtia", "lazy", "ipu", "vulkan", "privateuseone",
-}  # fmt: skip
-
-
-def _device_name(value: Any) -> str | None:
-    """The device a ``to()`` argument names ("cpu", "cuda:0", a ``torch.device``), or None when
-    it names none (then it must be a dtype)."""
-    if isinstance(value, str):
-        return value if value.split(":")[0] in _DEVICE_TYPES else None
-    if type(value).__name__ == "device" and isinstance(getattr(value, "type", None), str):
-        return str(value)
-    return None
 
 
 def _nonfinite_problem(key: str, value: np.ndarray, dtype: np.dtype, only_overflow: bool = False) -> str:

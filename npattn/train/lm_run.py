@@ -24,7 +24,6 @@ import numpy as np
 
 from npattn._checks import check_bool, check_finite, check_nonnegative_int, check_positive_int, check_probability
 from npattn.errors import CheckpointError, ConfigError, NpattnError
-from npattn.nn import functional as F
 from npattn.nn.gpt import GPTModel
 from npattn.optim import AdamW
 from npattn.train import atomic, checkpoint
@@ -341,13 +340,6 @@ def run_lm(
             raise CheckpointError(
                 f"{name!r}: its model or optimizer entry does not fit the stored settings: {exc}"
             ) from None
-        not_causal = [
-            key
-            for key, buf in model.named_buffers()
-            if key.endswith("mask") and not np.array_equal(buf, F.causal_mask(buf.shape[-1]))
-        ]
-        if not_causal:  # a GPT attends to the past only: a language-model checkpoint holds the book's masks
-            raise CheckpointError(f"{name!r}: {', '.join(not_causal)} is not the book's causal mask")
         check_optimizer_settings(optimizer, name)
         check_optimizer_steps(optimizer, resumed.global_step + 1, name)
         _set_rng_state(model, saved["dropout_rng"], name)

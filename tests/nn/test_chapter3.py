@@ -161,11 +161,12 @@ def test_gradcheck(cls, qkv_bias, num_heads, d_out, batch, n, context_length, dr
         assert check.margin >= 100, f"{check.name}: margin {check.margin:.1f} < 100\n{report}"
 
 
-def test_unfixed_dropout_makes_forward_random_and_gradcheck_fail():
+def test_unfixed_dropout_makes_forward_random_and_gradcheck_refuse():
     model = make(npattn.CausalAttention, dropout=0.5)
     x = np.random.default_rng(1).standard_normal((2, 6, 4))
     assert not np.array_equal(model(x), model(x))
-    assert not npattn.gradcheck(model, x, raise_exception=False)
+    with pytest.raises(npattn.errors.ConfigError, match="is random"):
+        npattn.gradcheck(model, x, raise_exception=False)
     fix_dropout(model, 2, 6)
     np.testing.assert_array_equal(model(x), model(x))
 
