@@ -34,6 +34,7 @@ from npattn.debug.diagnose import diagnose
 from npattn.debug.tolerance import matches
 from npattn.debug.usercode import book_weights, check_attention, multihead_weights, second_shape_inputs
 from npattn.errors import ConfigError, NpattnError
+from npattn.train.atomic import sigint_held
 
 __all__ = ["DEFAULT_TIMEOUT", "parse_timeout", "run_check_isolated"]
 
@@ -62,8 +63,7 @@ def parse_timeout(text: Any) -> float:
 def _child(conn: Connection, spec: str) -> None:
     """Run the check; send ("report", text, passed, forward correct, output, causal, num_heads,
     (forward correct, output) at the second shape or None) or ("error", one line)."""
-    if hasattr(signal, "pthread_sigmask"):  # the parent held Ctrl-C back while it forked: take it again
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # forked while the parent held Ctrl-C back
     _own_session()
     result: tuple[Any, ...]
     try:
@@ -160,12 +160,8 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
     # Ctrl-C (from the terminal, or from the user's code signalling this process) waits until the
     # child is started: raised inside fork's own handlers it would print "Exception ignored" lines
     # beside the one-line report.
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if hasattr(signal, "pthread_sigmask") else None
-    try:
+    with sigint_held():
         child.start()
-    finally:
-        if held is not None:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
     send.close()
     try:
         if not receive.poll(timeout):
