@@ -194,7 +194,7 @@ class Module:
         return self
 
     def to(self, *args: Any, device: Any = None, dtype: Any = None) -> Module:
-        """Convert parameters, their grads and floating buffers to a dtype (float32/float64); a
+        """Convert parameters, their grads and floating buffers to a floating dtype (float16, float32, float64); a
         device ``"cpu"`` (``torch.device("cpu")`` too) is accepted and changes nothing, since npattn
         runs on the CPU. PyTorch's forms: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
         ``to(device=..., dtype=...)``. Returns self.

@@ -35,9 +35,10 @@ import numpy as np
 from npattn._checks import check_nonnegative_int, check_positive_int
 from npattn.errors import BackwardError, CheckpointError, ConfigError
 from npattn.nn.functional import token_cross_entropy_backward, token_cross_entropy_forward
+from npattn.nn.module import Module
 from npattn.optim import Optimizer
 from npattn.train.generate import generate
-from npattn.train.loop import check_callback, check_finite
+from npattn.train.loop import check_callback, check_finite, check_optimizer_of
 from npattn.train.text import DataLoader, check_tokenizer
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
 
@@ -62,6 +63,7 @@ class BatchLoss:
         self._model = model
         self._cache = cache
         self._forward = getattr(model, "_forward_count", None)
+        self._forward_cache = getattr(model, "_cache", None)  # new with every forward, model.forward(x) too
 
     def item(self) -> float:
         return self.value
@@ -72,10 +74,10 @@ class BatchLoss:
     def backward(self) -> None:
         """Raises BackwardError if the model ran another forward after this loss was computed."""
         now = getattr(self._model, "_forward_count", None)
-        if now != self._forward:
+        if now != self._forward or getattr(self._model, "_cache", None) is not self._forward_cache:
             raise BackwardError(
-                f"loss.backward(): the model ran another forward after this loss was computed (forward "
-                f"{now}, expected {self._forward}): compute the loss again"
+                f"loss.backward(): the model ran another forward after this loss was computed (model() "
+                f"calls {now}, expected {self._forward}; or a direct model.forward()): compute the loss again"
             )
         (dlogits,) = token_cross_entropy_backward(np.asarray(1.0), self._cache)
         self._model.backward(dlogits)
@@ -318,11 +320,14 @@ def train_lm(
     also evaluate and sample before the first update (recorded at global_step -1, 0 tokens seen).
 
     Raises:
-        ConfigError: an argument out of range, or an empty training loader (the text is shorter
+        ConfigError: an argument out of range, an optimizer that updates parameters of another
+            model, or an empty training loader (the text is shorter
             than one context window plus one token, or than one batch with drop_last).
         TrainingError: the loss or a gradient became NaN or inf (the weights were not updated).
     """
     tokenizer = check_tokenizer(tokenizer)
+    if isinstance(model, Module):
+        check_optimizer_of(model, optimizer, "train_lm")
     check_callback(on_step, "on_step", "history")
     num_epochs = check_nonnegative_int(num_epochs, "num_epochs")
     eval_freq = check_positive_int(eval_freq, "eval_freq")

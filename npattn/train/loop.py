@@ -89,12 +89,19 @@ class History:
     def from_state_dict(cls, state: dict[str, Any]) -> History:
         return cls(
             loss=[float(v) for v in state["loss"]],
-            log_steps=[int(v) for v in state["log_steps"]],
+            log_steps=[_step_count(v) for v in state["log_steps"]],
             moved_from_start={k: [float(x) for x in v] for k, v in state["moved_from_start"].items()},
             moved_since_log={k: [float(x) for x in v] for k, v in state["moved_since_log"].items()},
             start={k: np.array(v) for k, v in state["start"].items()},
             last_log={k: np.array(v) for k, v in state["last_log"].items()},
         )
+
+
+def _step_count(value: Any) -> int:
+    """A logged step count read back from a file: a whole number, never truncated (2.5 is refused)."""
+    if isinstance(value, (bool, np.bool_)) or not float(value).is_integer():
+        raise ValueError(f"log_steps must hold whole step counts, got {value}")
+    return int(value)
 
 
 class Interrupted(KeyboardInterrupt):

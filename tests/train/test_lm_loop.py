@@ -99,6 +99,15 @@ def test_train_lm_follows_the_book(data) -> None:
     assert sum(line.startswith("Ep ") for line in lines) == 3 and len(lines) == 6  # 3 evaluations, 3 samples
 
 
+def test_an_optimizer_of_another_model_is_refused(data) -> None:
+    tok, train, val = data
+    model, other = Bigram(tok.vocab_size), Bigram(tok.vocab_size)
+    before = model.table.data.copy()
+    with pytest.raises(ConfigError, match=r"train_lm: 1 of the optimizer's 1 parameters are not parameters"):
+        train_lm(model, train, val, AdamW(other.parameters(), lr=0.05), 1, 4, 2, "the ", tok, out=None)
+    np.testing.assert_array_equal(model.table.data, before)
+
+
 def test_max_steps_and_eval_before(data) -> None:
     _, _, history, printed = _run(data, max_steps=5, eval_before=True)
     assert history.global_step == 4 and history.epoch == 1 and history.batch == 2

@@ -45,6 +45,7 @@ def task_ck(tmp_path_factory):
         ),
         (lambda s: s["history"].update(log_steps=np.array([1, 2, 7])), "history.log_steps must be increasing"),
         (lambda s: s["history"].update(log_steps=np.array([2, 1, 3])), "in [1, 3], got [2, 1, 3]"),
+        (lambda s: s["history"].update(log_steps=np.array([1, 2.5, 3])), "whole step counts, got 2.5"),
         (lambda s: s["history"].update(start={}), "history.start must hold every parameter with its shape"),
         (
             lambda s: s["history"]["last_log"].update(W_query=np.zeros((7, 7))),
