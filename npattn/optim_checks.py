@@ -192,10 +192,14 @@ def step_count(value: Any) -> Any:
 
 def converted_buffers(buffers: Any, dtype: np.dtype, what: str) -> dict[str, Any]:
     """A loaded parameter's state as ``step()`` keeps it: the step count an int, every buffer a copy
-    converted to the parameter's ``dtype``.
+    converted to the parameter's ``dtype``. A buffer must be floating point and at least as wide as
+    the parameter: a wider float is cast down, as PyTorch's ``load_state_dict`` casts state to the
+    parameter's dtype; a narrower float (its lost digits would make the resumed run differ from an
+    uninterrupted one), an integer or a bool buffer is refused.
 
     Raises:
-        StateDictError: not a dict; a buffer that is no array of real numbers.
+        StateDictError: not a dict; a buffer that is no array of real numbers, or one whose dtype
+            is not a float at least as wide as the parameter's ``dtype``.
     """
     if not isinstance(buffers, Mapping):
         raise StateDictError(f"{what} must be a dict of buffers, got {type(buffers).__name__}")
@@ -204,6 +208,13 @@ def converted_buffers(buffers: Any, dtype: np.dtype, what: str) -> dict[str, Any
         if name == "step" or value is None:
             converted[name] = step_count(value) if name == "step" else value
             continue
+        value = from_tensor(value)
+        got = value.dtype if isinstance(value, (np.ndarray, np.generic)) else None  # lists take the dtype
+        if got is not None and (got.kind in "biu" or (got.kind == "f" and got.itemsize < np.dtype(dtype).itemsize)):
+            raise StateDictError(
+                f"{what}: {name!r} has dtype {got}, expected {np.dtype(dtype)} (the parameter's dtype; "
+                "a wider float is cast to it, a narrower float, an integer or a bool is refused)"
+            )
         try:
             arr = as_array(value, f"{what}: {name!r}", dtype)
         except (ShapeError, DTypeError) as exc:
