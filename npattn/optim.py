@@ -34,6 +34,7 @@ from npattn.optim_checks import (
     check_adam_buffers,
     check_buffer_shapes,
     check_buffer_values,
+    check_complete,
     check_grad,
     check_torch_switches,
     converted_buffers,
@@ -44,6 +45,7 @@ __all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
 
 ParamsLike = Iterable[Parameter] | Iterable[Mapping[str, Any]]
 Update = tuple[np.ndarray, dict[str, Any]]  # a parameter's new values and buffers
+DELETED = " (deleted: step() does not fall back to the constructor's value; set it again, as PyTorch needs too)"
 
 
 class Optimizer:
@@ -169,8 +171,8 @@ class Optimizer:
         Everything is checked first, so a failed step changes nothing.
 
         Raises:
-            ConfigError: a closure that is not callable; a setting in ``param_groups`` out of range,
-                a Parameter listed twice.
+            ConfigError: a closure that is not callable; a setting in ``param_groups`` out of range
+                or missing (deleted), a Parameter listed twice.
             ShapeError, DTypeError: a ``.grad`` or optimizer buffer that does not fit its
                 parameter, or a read-only ``.data``.
         """
@@ -187,6 +189,7 @@ class Optimizer:
         for i, group in enumerate(self.param_groups):
             where = f"parameter group {i}: "
             settings = self._check_group(group, where)
+            check_complete(group, self.defaults, where, "the group", ConfigError, DELETED)
             params = self._check_params(group.get("params"), where, others)
             others += params
             for j, p in enumerate(params):
@@ -266,9 +269,7 @@ class Optimizer:
             where = f"parameter group {i}: "
             if not isinstance(saved, Mapping) or not isinstance(saved.get("params"), (list, tuple)):
                 raise StateDictError(f"{where}expected a dict with a 'params' list of indices, got {saved!r:.80}")
-            missing = sorted(k for k in self.defaults if k not in saved)
-            if missing:
-                raise StateDictError(f"{where}the state dict lacks the setting(s) {', '.join(map(repr, missing))}")
+            check_complete(saved, self.defaults, where, "the state dict", StateDictError)
             try:
                 new_settings.append(self._check_group(saved, where))
             except ConfigError as exc:

@@ -26,6 +26,7 @@ __all__ = [
     "check_adam_buffers",
     "check_buffer_shapes",
     "check_buffer_values",
+    "check_complete",
     "check_grad",
     "check_torch_switches",
     "converted_buffers",
@@ -103,6 +104,16 @@ def adam_settings(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
         }
     except ConfigError as exc:
         raise ConfigError(f"{where}{exc}") from None
+
+
+def check_complete(
+    group: Mapping[str, Any], names: Iterable[str], where: str, what: str, error: type[Exception], hint: str = ""
+) -> None:
+    """Every setting ``names`` lists is in ``group`` (a deleted ``'lr'`` must not fall back to the
+    constructor's value; PyTorch raises KeyError)."""
+    missing = sorted(k for k in names if k not in group)
+    if missing:
+        raise error(f"{where}{what} lacks the setting(s) {', '.join(map(repr, missing))}{hint}")
 
 
 def as_list(params: Any, message: str) -> list[Any]:
