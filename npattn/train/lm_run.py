@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import numbers
 import os
 import sys
 from collections.abc import Mapping
@@ -26,6 +27,7 @@ from npattn._checks import check_bool, check_finite, check_nonnegative_int, chec
 from npattn.errors import CheckpointError, ConfigError, NpattnError
 from npattn.nn.gpt import GPTModel
 from npattn.optim import AdamW
+from npattn.random import TorchGenerator
 from npattn.train import atomic, checkpoint
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm
@@ -333,6 +335,7 @@ def run_lm(
     optimizer = AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     if resume is not None:
         name = atomic.as_path(resume)
+        _check_stored_dtypes(saved, model, settings.dtype, name)
         try:
             model.load_state_dict(saved["model"])
             optimizer.load_state_dict(saved["optimizer"])
@@ -382,6 +385,24 @@ def run_lm(
     return model, tokenizer, history
 
 
+def _check_stored_dtypes(saved: dict[str, Any], model: GPTModel, dtype: str, name: str) -> None:
+    """The stored weights and optimizer buffers have the dtype the settings name (loading would
+    silently convert them: an edited dtype setting would resume another run)."""
+    weights, opt = saved["model"], saved["optimizer"]
+    params = dict(model.named_parameters())
+    arrays = [(k, v) for k, v in weights.items() if k in params] if isinstance(weights, Mapping) else []
+    state = opt.get("state") if isinstance(opt, Mapping) else None
+    for key, buffers in state.items() if isinstance(state, Mapping) else ():
+        if isinstance(buffers, Mapping):
+            arrays += [(f"optimizer state {key} {k!r}", v) for k, v in buffers.items() if k != "step"]
+    for key, value in arrays:
+        if isinstance(value, np.ndarray) and value.dtype != np.dtype(dtype):
+            raise CheckpointError(
+                f"{name!r}: {key} has dtype {value.dtype}, expected {dtype} (the run's dtype setting); "
+                "the stored model and optimizer arrays must have the dtype the settings name"
+            )
+
+
 def _generators(model: Any) -> list[Any]:
     """The distinct random generators the model's dropout layers draw from, in module order."""
     found: dict[int, Any] = {}
@@ -407,6 +428,12 @@ def _set_rng_state(model: Any, states: Any, name: str = "the checkpoint") -> Non
     if not isinstance(states, list) or len(states) != len(generators):
         raise CheckpointError(problem)
     for rng, state in zip(generators, states):
+        seed = state.get("seed") if isinstance(state, Mapping) and isinstance(rng, TorchGenerator) else None
+        if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and int(seed) != rng.initial_seed():
+            raise CheckpointError(
+                f"{name!r}: its dropout_rng seed {int(seed)} is not the seed the run's settings give "
+                f"({rng.initial_seed()}); the seed setting or the dropout state was edited"
+            )
         try:
             if isinstance(rng, np.random.Generator):
                 rng.bit_generator.state = json.loads(str(state["numpy"]))
