@@ -228,7 +228,8 @@ class BPETokenizer:
     ``merges[r] = (a, b)``, i.e. the bytes of token a followed by those of token b.
 
     Raises:
-        ConfigError: merges that refer to tokens not yet defined; a pattern that does not compile.
+        ConfigError: merges that refer to tokens not yet defined or repeat an earlier merge; a pattern
+            that does not compile.
     """
 
     kind = "bpe"
@@ -241,11 +242,15 @@ class BPETokenizer:
         except (re.error, TypeError) as exc:
             raise ConfigError(f"BPETokenizer: the split pattern does not compile: {exc}") from None
         self._pieces(PATTERN_PROBE)  # a pattern that leaves characters out is refused now, not at encode
-        self.ranks = {pair: 256 + r for r, pair in enumerate(self.merges)}
+        self.ranks: dict[tuple[int, int], int] = {}
         self.token_bytes = [bytes([b]) for b in range(256)]
         for r, (a, b) in enumerate(self.merges):
             if not (0 <= a < 256 + r and 0 <= b < 256 + r):
                 raise ConfigError(f"BPETokenizer: merge {r} ({a}, {b}) refers to a token not yet defined")
+            if (a, b) in self.ranks:  # a second token for one pair: another vocabulary, other ids
+                first = self.ranks[(a, b)] - 256
+                raise ConfigError(f"BPETokenizer: merge {r} ({a}, {b}) repeats merge {first}; each pair is merged once")
+            self.ranks[(a, b)] = 256 + r
             self.token_bytes.append(self.token_bytes[a] + self.token_bytes[b])
         self._cache: dict[str, list[int]] = {}
 
