@@ -291,6 +291,23 @@ def progress_line(epoch: int, history: LMHistory) -> str:
     )
 
 
+def _check_gives_batches(loader: Any, what: str) -> None:
+    """A loader of length 0 is refused (a loader without a length, e.g. a generator, is not checked)."""
+    try:
+        empty = len(loader) == 0
+    except TypeError:
+        return
+    if empty:
+        dataset = getattr(loader, "dataset", None)
+        windows = (
+            f": {len(dataset)} windows of {dataset.max_length} tokens for batches of {loader.batch_size}"
+            if hasattr(dataset, "max_length") and hasattr(dataset, "__len__") else " (a loader of length 0)"
+        )  # fmt: skip
+        raise ConfigError(
+            f"{what} gives no batch{windows}; use a longer text, a shorter context or a smaller batch"
+        )
+
+
 def train_lm(
     model: Any,
     train_loader: DataLoader,
@@ -321,7 +338,7 @@ def train_lm(
 
     Raises:
         ConfigError: an argument out of range, an optimizer that updates parameters of another
-            model, or an empty training loader (the text is shorter
+            model, or an empty training or validation loader (the text is shorter
             than one context window plus one token, or than one batch with drop_last).
         TrainingError: the loss or a gradient became NaN or inf (the weights were not updated).
     """
@@ -335,12 +352,8 @@ def train_lm(
     sample_tokens = check_nonnegative_int(sample_tokens, "sample_tokens")
     if max_steps is not None:
         max_steps = check_nonnegative_int(max_steps, "max_steps")
-    if len(train_loader) == 0:
-        raise ConfigError(
-            f"the training data gives no batch: {len(train_loader.dataset)} windows of "
-            f"{train_loader.dataset.max_length} tokens for batches of {train_loader.batch_size}; "
-            "use a longer text, a shorter context or a smaller batch"
-        )
+    _check_gives_batches(train_loader, "the training data")
+    _check_gives_batches(val_loader, "the validation data (val_loader)")  # its losses would all be nan
     history = history if history is not None else LMHistory()
 
     def evaluate(epoch: int) -> None:
