@@ -22,7 +22,8 @@ __all__ = ["load_safetensors", "safetensors_bytes"]
 
 
 _SAFETENSORS_KINDS = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8)}
-_HEADER_DTYPES = {"BOOL", "U8", "I8", "U16", "I16", "U32", "I32", "U64", "I64", "F16", "F32", "F64"}
+_HEADER_DTYPES = {"BOOL": 1, "U8": 1, "I8": 1, "U16": 2, "I16": 2, "U32": 4, "I32": 4, "U64": 8, "I64": 8}
+_HEADER_DTYPES.update({"F16": 2, "F32": 4, "F64": 8})  # header dtype -> bytes per element
 _KINDS_TEXT = "bool, int, uint and float16/32/64 only"
 
 
@@ -69,6 +70,30 @@ def _utf8(text: str) -> bool:
     return True
 
 
+def _check_extent(path: str, name: str, entry: Any, body: int) -> None:
+    """A well-formed header entry's byte range lies in the file's ``body`` bytes and holds exactly
+    its shape times its dtype's size (the library's own message does not name the tensor)."""
+    if name == "__metadata__" or not isinstance(entry, dict) or entry.get("dtype") not in _HEADER_DTYPES:
+        return
+    shape, offsets = entry.get("shape"), entry.get("data_offsets")
+    if not (isinstance(shape, list) and isinstance(offsets, list) and len(offsets) == 2):
+        return  # malformed: the library refuses it with its own message
+    if not all(type(v) is int and v >= 0 for v in [*shape, *offsets]):
+        return
+    start, end = offsets
+    size = _HEADER_DTYPES[entry["dtype"]] * int(np.prod(shape, dtype=object))
+    if not start <= end <= body:
+        raise CheckpointError(
+            f"{path!r}: tensor {name!r} has data_offsets [{start}, {end}]; expected 0 <= start <= end <= {body}, "
+            "the bytes after the header (the file is truncated or its header edited)"
+        )
+    if end - start != size:
+        raise CheckpointError(
+            f"{path!r}: tensor {name!r} has {end - start} bytes of data; its shape {tuple(shape)} and dtype "
+            f"{entry['dtype']} need {size} (the file is corrupt or its header edited)"
+        )
+
+
 def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     data = read_bytes(path)
     bad = f"{path!r} is truncated, corrupt or not a safetensors file"
@@ -87,6 +112,7 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
                 f"{path!r}: tensor {name!r} has dtype {dtype}, which npattn neither saves nor loads "
                 f"({_KINDS_TEXT}){hint}"
             )
+        _check_extent(path, name, entry, len(data) - 8 - header_len)
     st = _safetensors_numpy()
     try:
         state = dict(st.load(data))

@@ -103,7 +103,7 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
     source = check_source(path, "tokenizer file")
     data = read_bytes(source, "tokenizer file", limit=MAX_TOKENIZER_BYTES)
     try:
-        state = json.loads(data.decode("utf-8"))
+        state = json.loads(data.decode("utf-8-sig"))  # a byte-order mark is dropped, as --text drops it
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise CheckpointError(f"cannot read the tokenizer file {source!r}: {type(exc).__name__}: {exc}") from None
     return tokenizer_from_dict(state)
