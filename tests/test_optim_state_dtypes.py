@@ -26,7 +26,8 @@ def _stepped(opt_class, dtype, **kwargs):
 
 
 @pytest.mark.parametrize(
-    "opt_class,kwargs,buffer", [(Adam, {}, "exp_avg"), (AdamW, {}, "exp_avg_sq"), (SGD, {"momentum": 0.9}, "momentum_buffer")]
+    "opt_class,kwargs,buffer",
+    [(Adam, {}, "exp_avg"), (AdamW, {}, "exp_avg_sq"), (SGD, {"momentum": 0.9}, "momentum_buffer")],
 )
 @pytest.mark.parametrize(
     "param_dtype,edit,got",
@@ -40,7 +41,7 @@ def _stepped(opt_class, dtype, **kwargs):
     ],
 )
 def test_a_buffer_of_another_kind_or_narrower_dtype_is_refused(opt_class, kwargs, buffer, param_dtype, edit, got):
-    p, opt = _stepped(opt_class, param_dtype, **kwargs)
+    _, opt = _stepped(opt_class, param_dtype, **kwargs)
     sd = opt.state_dict()
     sd["state"][0][buffer] = edit(sd["state"][0][buffer])
     before = copy.deepcopy(opt.state_dict())

@@ -298,7 +298,7 @@ def _check_gives_batches(loader: Any, what: str) -> None:
     except TypeError:
         return
     if empty:
-        dataset = getattr(loader, "dataset", None)
+        dataset: Any = getattr(loader, "dataset", None)
         windows = (
             f": {len(dataset)} windows of {dataset.max_length} tokens for batches of {loader.batch_size}"
             if hasattr(dataset, "max_length") and hasattr(dataset, "__len__") else " (a loader of length 0)"

@@ -12,28 +12,10 @@ import re
 
 import numpy as np
 import pytest
-from training_bad_inputs import LM_TINY, edited_copy
+from training_bad_inputs import _lm_resume, _lm_run, edited_copy
 
 from npattn.errors import CheckpointError
 from npattn.train.command import train_task
-from npattn.train.lm_run import run_lm
-from npattn.train.text import default_corpus
-
-TINY = {k: v for k, v in LM_TINY.items() if k != "text"}
-
-
-@pytest.fixture(scope="module")
-def text_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("text") / "small.txt"
-    path.write_text(default_corpus()[:3_000], encoding="utf-8")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def step2(tmp_path_factory, text_file):
-    path = tmp_path_factory.mktemp("ck") / "run.npz"
-    run_lm({**TINY, "text": text_file, "steps": 2}, save=path, out=None)
-    return path
 
 
 def _f16_exp_avg(s):
@@ -56,15 +38,19 @@ def _f16_exp_avg(s):
         ),
     ],
 )
-def test_an_edited_lm_checkpoint_is_refused(tmp_path, step2, text_file, edit, message):
-    edited = edited_copy(step2, tmp_path, edit)
+def test_an_edited_lm_checkpoint_is_refused(tmp_path, monkeypatch, edit, message):
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(CheckpointError, match=re.escape(message)):
-        run_lm({"text": text_file, "steps": 3}, resume=edited, out=None)
+        _lm_resume(edit)
 
 
-def test_the_unedited_lm_checkpoint_still_resumes(step2, text_file):
-    _, _, history = run_lm({"text": text_file, "steps": 3}, resume=step2, out=None)
-    assert history.global_step == 2
+def test_the_unedited_lm_checkpoint_still_resumes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    resumed, _, history = _lm_resume(lambda s: None)
+    assert history.global_step == 4
+    straight = _lm_run(given={"steps": 5})[0].state_dict()
+    for name, value in resumed.state_dict().items():
+        np.testing.assert_array_equal(value, straight[name])
 
 
 def test_a_float32_exp_avg_in_a_float64_attention_checkpoint_is_refused(tmp_path):

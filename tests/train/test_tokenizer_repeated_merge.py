@@ -11,9 +11,9 @@ import re
 import pytest
 
 from npattn.errors import ConfigError
+from npattn.train.text import default_corpus
 from npattn.train.tokenizer_files import load_tokenizer, tokenizer_from_dict
 from npattn.train.tokenizers import BPETokenizer, train_tokenizer
-from npattn.train.text import default_corpus
 
 
 @pytest.fixture(scope="module")
