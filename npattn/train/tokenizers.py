@@ -249,7 +249,10 @@ class BPETokenizer:
                 raise ConfigError(f"BPETokenizer: merge {r} ({a}, {b}) refers to a token not yet defined")
             if (a, b) in self.ranks:  # a second token for one pair: another vocabulary, other ids
                 first = self.ranks[(a, b)] - 256
-                raise ConfigError(f"BPETokenizer: merge {r} ({a}, {b}) repeats merge {first}; each pair is merged once")
+                raise ConfigError(
+                    f"BPETokenizer: merge {r} ({a}, {b}) repeats merge {first} of the merges list; "
+                    "each pair is merged once"
+                )
             self.ranks[(a, b)] = 256 + r
             self.token_bytes.append(self.token_bytes[a] + self.token_bytes[b])
         self._cache: dict[str, list[int]] = {}

@@ -25,7 +25,7 @@ def test_a_repeated_merge_is_refused_by_file_dict_and_constructor(bpe, tmp_path)
     d = bpe.to_dict()
     a, b = d["merges"][0]
     d["merges"].append(d["merges"][0])
-    message = f"BPETokenizer: merge 14 ({a}, {b}) repeats merge 0; each pair is merged once"
+    message = f"BPETokenizer: merge 14 ({a}, {b}) repeats merge 0 of the merges list; each pair is merged once"
     path = tmp_path / "tok.json"
     path.write_text(json.dumps(d), encoding="utf-8")
     with pytest.raises(ConfigError, match=re.escape(message)):
