@@ -246,7 +246,7 @@ class Optimizer:
         Raises:
             StateDictError: another number of groups or of parameters per group, unknown or repeated
                 parameter indices, a setting out of range (the constructor's message), missing or
-                unknown buffers, buffers of another shape or with non-finite values.
+                unknown buffers, buffers of another shape, a non-float or narrower dtype, or non-finite values.
         """
         if not isinstance(state_dict, Mapping):
             raise StateDictError(
