@@ -14,9 +14,10 @@ from npattn.cli.streams import RUNS, OutputRefused, Stdout, discard, hold_closed
 from npattn.cli.trace import TRACE_CLASSES, run_trace
 from npattn.debug.stagecheck import run_gradcheck
 from npattn.debug.trace import trace
-from npattn.errors import ConfigError, NpattnError
+from npattn.errors import CheckpointError, ConfigError, NpattnError
 from npattn.gradcheck import gradcheck
 from npattn.nn.attention import SelfAttention_v1
+from npattn.train.atomic import check_source, check_target
 from npattn.train.command import run_train_command
 
 
@@ -183,12 +184,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_checkpoint_paths(args: argparse.Namespace) -> None:
+    """``--save`` names a file that can be written (not empty, not a directory or a device such as
+    /dev/null), ``--resume`` an existing regular file: refused before anything else, naming the option.
+
+    Raises:
+        CheckpointError: ``--save: ...`` or ``--resume: ...`` and the reason.
+    """
+    for option, check in (("--save", check_target), ("--resume", check_source)):
+        path = getattr(args, option[2:])
+        if path is not None:
+            try:
+                check(path)
+            except CheckpointError as exc:
+                raise CheckpointError(f"{option}: {exc}") from None
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command in (None, "demo"):
         return run_demo(sys.stdout, plot=getattr(args, "plot", None))
     if args.command == "book":
         return run_book_example(sys.stdout)
     if args.command == "train":
+        _check_checkpoint_paths(args)
         return run_train_command(args, sys.stdout)
     if args.command == "trace":
         if args.book:
