@@ -69,3 +69,19 @@ def test_a_file_still_there_is_reported_with_its_step(tmp_path, monkeypatch, cap
     _on_step(monkeypatch, 5, lambda: os.chmod(ck, 0o444))  # read-only: the save of step 6 is refused
     assert main(["train", "--task", "teacher-student", "--steps", "8", "--save", str(ck), "--save-every", "2"]) == 2
     assert capsys.readouterr().err.endswith(f"The last checkpoint of this run, '{ck}', holds step 4.\n")
+
+
+def test_no_checkpoint_yet_and_a_target_changed_by_someone_else_is_not_as_before(tmp_path, monkeypatch, capsys):
+    ck = tmp_path / "r.npz"
+    _on_step(monkeypatch, 3, lambda: ck.mkdir())  # no checkpoint before the end; the final save fails
+    assert main(["train", "--task", "teacher-student", "--steps", "4", "--save", str(ck)]) == 2
+    err = capsys.readouterr().err
+    assert err.endswith(f"This run wrote no checkpoint: '{ck}' changed during the run, but not by it.\n")
+
+
+def test_no_checkpoint_yet_and_an_untouched_target_is_as_before(tmp_path, monkeypatch, capsys):
+    ck = tmp_path / "r.npz"
+    _on_step(monkeypatch, 3, _interrupt)
+    assert main(["train", "--task", "teacher-student", "--steps", "4", "--save", str(ck)]) == 130
+    message = f"interrupted at step 2; no checkpoint was written: '{ck}' is as it was before the run"
+    assert capsys.readouterr().err == f"npattn train: {message}\n"
