@@ -32,19 +32,17 @@ class Stdout:
         self._stream = stream
         self._keep_going = keep_going
 
-    def _attempt(self, action: Callable[[TextIO], Any]) -> bool:
-        """``action(stream)``; False if the output is (now) discarded."""
+    def _attempt(self, action: Callable[[TextIO], Any]) -> None:
+        """``action(stream)``, unless the output is discarded."""
         if self._stream is None:
-            return False
+            return
         try:
             action(self._stream)
-            return True
         except BrokenPipeError:
             if not self._keep_going:
                 raise
             discard(self._stream)
             self._stream = None
-            return False
         except OSError as exc:
             raise OutputRefused(exc.strerror or str(exc)) from None
 
