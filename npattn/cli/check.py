@@ -154,8 +154,9 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
     methods = multiprocessing.get_all_start_methods()
     context: Any = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
     receive, send = context.Pipe(duplex=False)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):  # None when the shell closed it (2>&-)
+        if stream is not None:
+            stream.flush()
     child = context.Process(target=_child, args=(send, spec), daemon=True)
     # Ctrl-C (from the terminal, or from the user's code signalling this process) waits until the
     # child is started: raised inside fork's own handlers it would print "Exception ignored" lines

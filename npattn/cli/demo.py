@@ -8,12 +8,12 @@ after training. ``--plot FILE.png`` also draws the loss curve and the attention 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 import numpy as np
 
+from npattn.cli.streams import tell
 from npattn.optim import Adam
 from npattn.train.figures import PLOT_HINT, check_plot_target, save_figure
 from npattn.train.loop import History, fit, progress_header, progress_line
@@ -65,7 +65,7 @@ def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> i
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print(f"npattn demo: {PLOT_HINT}", file=sys.stderr)
+            tell(f"npattn demo: {PLOT_HINT}")
             return 2
         check_plot_target(plot)
     task = SelectiveCopy(seed=123)

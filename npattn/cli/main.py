@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, NoReturn, TextIO
+from collections.abc import Callable, Sequence
+from typing import NoReturn, TextIO
 
 from npattn.book import BOOK_TOKENS, book_inputs
 from npattn.cli.check import DEFAULT_TIMEOUT, run_check_isolated
 from npattn.cli.demo import format_matrix, run_demo
+from npattn.cli.streams import RUNS, OutputRefused, Stdout, discard, hold_closed_descriptors, tell
 from npattn.cli.trace import TRACE_CLASSES, run_trace
 from npattn.debug.stagecheck import run_gradcheck
 from npattn.debug.trace import trace
-from npattn.errors import ConfigError, NpattnError
+from npattn.errors import CheckpointError, ConfigError, NpattnError
 from npattn.gradcheck import gradcheck
 from npattn.nn.attention import SelfAttention_v1
+from npattn.train.atomic import check_source, check_target
 from npattn.train.command import run_train_command
 
 
@@ -184,12 +184,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_checkpoint_paths(args: argparse.Namespace) -> None:
+    """``--save`` names a file that can be written (not empty, not a directory or a device such as
+    /dev/null), ``--resume`` an existing regular file: refused before anything else, naming the option.
+
+    Raises:
+        CheckpointError: ``--save: ...`` or ``--resume: ...`` and the reason.
+    """
+    for option, check in (("--save", check_target), ("--resume", check_source)):
+        path = getattr(args, option[2:])
+        if path is not None:
+            try:
+                check(path)
+            except CheckpointError as exc:
+                raise CheckpointError(f"{option}: {exc}") from None
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command in (None, "demo"):
         return run_demo(sys.stdout, plot=getattr(args, "plot", None))
     if args.command == "book":
         return run_book_example(sys.stdout)
     if args.command == "train":
+        _check_checkpoint_paths(args)
         return run_train_command(args, sys.stdout)
     if args.command == "trace":
         if args.book:
@@ -228,73 +245,37 @@ def one_line(exc: BaseException) -> str:
     return message
 
 
-class _OutputRefused(Exception):
-    """The operating system refused a write to standard output (a full disk, /dev/full)."""
-
-
-class _Stdout:
-    """``sys.stdout`` while a command runs: a write or flush the OS refuses becomes _OutputRefused,
-    reported in one line; a closed pipe (``| head -1``) stays a BrokenPipeError, ended quietly."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-
-    @contextlib.contextmanager
-    def _refused(self) -> Iterator[None]:
-        try:
-            yield
-        except BrokenPipeError:
-            raise
-        except OSError as exc:
-            raise _OutputRefused(exc.strerror or str(exc)) from None
-
-    def write(self, text: str) -> int:
-        with self._refused():
-            return self._stream.write(text)
-
-    def flush(self) -> None:
-        with self._refused():
-            self._stream.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-def _discard_stdout() -> None:
-    """Point file descriptor 1 at /dev/null, so the interpreter's last flush of what is still
-    buffered cannot fail again at exit (Python's advice for a broken pipe)."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``npattn`` console script; returns the exit code (2 for a usage error, 130
     after Ctrl-C: "npattn COMMAND: interrupted" on stderr, no traceback)."""
+    hold_closed_descriptors()
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed on one line
         return exc.code if isinstance(exc.code, int) else 2
+    name = f"npattn {args.command or 'demo'}"
     stdout = sys.stdout
-    sys.stdout = _Stdout(stdout)
+    if stdout is None and (args.command or "demo") not in RUNS:
+        tell(f"{name}: error: standard output is closed, nothing can be printed (redirect it to a file or /dev/null)")
+        return 2
+    sys.stdout = Stdout(stdout, keep_going=(args.command or "demo") in RUNS)
     try:
         code = _dispatch(args)
         sys.stdout.flush()  # what is still buffered reaches the file here, where a refusal is reported
         return code
-    except _OutputRefused as exc:
+    except OutputRefused as exc:
         sys.stdout = stdout
-        _discard_stdout()
-        print(f"npattn {args.command or 'demo'}: error: cannot write to standard output: {exc}", file=sys.stderr)
+        discard(stdout)
+        tell(f"{name}: error: cannot write to standard output: {exc}")
         return 2
     except NpattnError as exc:
-        print(f"npattn {args.command or 'demo'}: error: {one_line(exc)}", file=sys.stderr)
+        tell(f"{name}: error: {one_line(exc)}")
         return 2
     except BrokenPipeError:  # e.g. `npattn trace --book | head`
-        sys.stderr.close()
+        discard(stdout)
         return 0
     except KeyboardInterrupt as exc:  # Ctrl-C: training says how far it got and what its checkpoint holds
-        print(f"npattn {args.command or 'demo'}: {str(exc) or 'interrupted'}", file=sys.stderr)
+        tell(f"{name}: {str(exc) or 'interrupted'}")
         return 130
     finally:
         sys.stdout = stdout

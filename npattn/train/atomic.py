@@ -155,13 +155,15 @@ def _temp_file(real: str) -> tuple[int, str]:
 
 
 def check_run_target(path: Any) -> str:
-    """A training run's ``--save`` target: a path ending in .npz (the checkpoint holds optimizer
+    """A training run's ``--save`` target: what ``check_target`` accepts (a device such as /dev/null
+    is refused as a device, not for its name), a path ending in .npz (the checkpoint holds optimizer
     state and history, which .safetensors cannot), then ``probe_target``. One rule for every task.
 
     Raises:
         ConfigError: another extension. CheckpointError: as ``probe_target``.
     """
     name = as_path(path)
+    check_target(name)
     if not name.lower().endswith(".npz"):
         raise ConfigError(
             "--save: a training checkpoint is an .npz file (it holds the optimizer state and the history), "

@@ -331,12 +331,7 @@ def train_task(
     except (TrainingError, CheckpointError) as exc:  # a failed step, or a save the OS refused mid-run
         if save is None:
             raise
-        where = atomic.as_path(save)
-        if progress.saved is not None:
-            truth = f"The last checkpoint of this run, {where!r}, holds step {progress.saved}."
-        else:
-            truth = f"This run wrote no checkpoint: {where!r} is as it was before the run."
-        raise type(exc)(f"{exc} {truth}") from None
+        raise type(exc)(f"{exc} {progress.outcome()}") from None
     return model, opt, history, the_task
 
 

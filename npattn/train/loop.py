@@ -15,6 +15,8 @@ loss or a gradient stops being finite.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -112,26 +114,59 @@ class Interrupted(KeyboardInterrupt):
 @dataclass
 class Progress:
     """How far a run got: ``step`` updates done, ``saved`` the step of the last checkpoint it wrote
-    to ``save`` (None: none yet). ``interrupts()`` turns Ctrl-C into ``Interrupted`` saying so."""
+    to ``save`` (None: none yet). ``interrupts()`` turns Ctrl-C into ``Interrupted`` saying so.
+    What is said of the save target is checked against the file system: ``seen`` is what ``save``
+    named at the start or after the last save (kind, device, inode, size, mtime), so a file removed
+    or replaced since (by a directory, another file, a link to /dev/null) is reported as such."""
 
     step: int
     save: str | None
     saved: int | None = None
+    seen: tuple[int, ...] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self.seen = self._on_disk()
+
+    def _on_disk(self) -> tuple[int, ...] | None:
+        """What ``save`` names now (symlinks followed), or None if nothing; the size and time tell
+        a new file that reuses a freed inode apart."""
+        try:
+            st = os.stat(self.save)  # type: ignore[arg-type]
+        except (OSError, TypeError, ValueError):
+            return None
+        return (stat.S_IFMT(st.st_mode), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+    def _holds(self) -> str:
+        """What ``save`` holds now, the end of a sentence naming it."""
+        changed = self._on_disk() != self.seen
+        if self.saved is None:
+            return "changed during the run, but not by it" if changed else "is as it was before the run"
+        if changed:
+            return f"was written at step {self.saved} but is no longer there (removed or replaced since)"
+        return f"holds step {self.saved}"
 
     def checkpoint(self) -> str:
         """What the save target holds now, as a sentence."""
         if self.save is None:
             return "no checkpoint was written (no save path)"
         if self.saved is None:
-            return f"no checkpoint was written: {self.save!r} is as it was before the run"
-        return f"the last checkpoint {self.save!r} holds step {self.saved}"
+            return f"no checkpoint was written: {self.save!r} {self._holds()}"
+        return f"the last checkpoint {self.save!r} {self._holds()}"
+
+    def outcome(self) -> str:
+        """What the run's checkpoints left in ``save``, a sentence ending a message that stops a run."""
+        if self.saved is None:
+            return f"This run wrote no checkpoint: {self.save!r} {self._holds()}."
+        return f"The last checkpoint of this run, {self.save!r}, {self._holds()}."
 
     def record_save(self, step: int, write: Callable[[], None]) -> None:
-        """``write()`` (the atomic save of step ``step``), then ``saved = step``, with Ctrl-C held
-        back until both are done: an interrupt is never reported against a file it did not see."""
+        """``write()`` (the atomic save of step ``step``), then ``saved = step`` and ``seen``, with
+        Ctrl-C held back until all are done: an interrupt is never reported against a file it did not
+        see."""
         with sigint_held():
             write()
             self.saved = step
+            self.seen = self._on_disk()
 
     @contextmanager
     def interrupts(self) -> Iterator[None]:
