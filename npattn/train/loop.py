@@ -15,6 +15,8 @@ loss or a gradient stops being finite.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_nonnegative_int
-from npattn.errors import CheckpointError, ConfigError, TrainingError
+from npattn.errors import CheckpointError, ConfigError, NpattnError, TrainingError
 from npattn.nn.losses import Loss
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
@@ -37,9 +39,11 @@ __all__ = [
     "check_criterion",
     "check_finite",
     "check_history",
+    "check_history_of",
     "check_optimizer_settings",
     "check_optimizer_steps",
     "fit",
+    "history_weights_problem",
     "progress_header",
     "progress_line",
 ]
@@ -86,22 +90,66 @@ class History:
         }
 
     @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> History:
+    def from_state_dict(cls, state: Any) -> History:
+        """The history ``state_dict`` gave, every entry checked: finite losses, whole increasing step
+        counts >= 1, finite distances >= 0 and real-number arrays keyed by parameter name.
+
+        Raises:
+            CheckpointError: a missing or extra entry, or one of the wrong type or out of range
+                (the message names it).
+        """
+        if not isinstance(state, dict) or set(state) != set(HISTORY_KEYS):
+            got = sorted(str(k) for k in state) if isinstance(state, dict) else type(state).__name__
+            raise CheckpointError(f"the history must be a dict of the entries {list(HISTORY_KEYS)}, got {got}")
+        log_steps = _numbers(state["log_steps"], "log_steps", int, 1)
+        if any(a >= b for a, b in itertools.pairwise(log_steps)):
+            raise CheckpointError(f"history.log_steps must be increasing step counts, got {log_steps[:8]}")
         return cls(
-            loss=[float(v) for v in state["loss"]],
-            log_steps=[_step_count(v) for v in state["log_steps"]],
-            moved_from_start={k: [float(x) for x in v] for k, v in state["moved_from_start"].items()},
-            moved_since_log={k: [float(x) for x in v] for k, v in state["moved_since_log"].items()},
-            start={k: np.array(v) for k, v in state["start"].items()},
-            last_log={k: np.array(v) for k, v in state["last_log"].items()},
+            loss=_numbers(state["loss"], "loss", float, -math.inf),
+            log_steps=log_steps,
+            moved_from_start=_by_parameter(state, "moved_from_start", lambda v, at: _numbers(v, at, float, 0)),
+            moved_since_log=_by_parameter(state, "moved_since_log", lambda v, at: _numbers(v, at, float, 0)),
+            start=_by_parameter(state, "start", _weights),
+            last_log=_by_parameter(state, "last_log", _weights),
         )
 
 
-def _step_count(value: Any) -> int:
-    """A logged step count read back from a file: a whole number, never truncated (2.5 is refused)."""
-    if isinstance(value, (bool, np.bool_)) or not float(value).is_integer():
-        raise ValueError(f"log_steps must hold whole step counts, got {value}")
-    return int(value)
+HISTORY_KEYS = ("loss", "log_steps", "moved_from_start", "moved_since_log", "start", "last_log")
+
+
+def _numbers(values: Any, key: str, kind: type, low: float) -> list[Any]:
+    """A history entry read back from a file: a list (or 1-D array) of finite real numbers >= ``low``;
+    ``kind`` int: whole numbers, never truncated (2.5 is refused)."""
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        values = values.tolist()
+    if not isinstance(values, list):
+        raise CheckpointError(f"history.{key} must be a list of numbers, got {type(values).__name__}")
+    noun = "a whole step count" if kind is int else "a number"
+    for i, v in enumerate(values):
+        ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+        if not ok or (kind is int and np.isfinite(v) and not float(v).is_integer()):
+            raise CheckpointError(f"history.{key}[{i}] must be {noun}, got {v!r}")
+        if not np.isfinite(v):
+            raise CheckpointError(f"history.{key}[{i}] is {v}; a run records finite values only")
+        if v < low:
+            raise CheckpointError(f"history.{key}[{i}] must be {noun} >= {low:g}, got {v!r}")
+    return [kind(v) for v in values]
+
+
+def _weights(value: Any, key: str) -> np.ndarray:
+    """A parameter's weights read back from a file: an array of real numbers."""
+    array = np.asarray(value) if isinstance(value, (np.ndarray, list)) else None
+    if array is None or array.dtype.kind not in "fiu":
+        raise CheckpointError(f"history.{key} must be an array of real numbers, got {type(value).__name__}")
+    return array.copy()
+
+
+def _by_parameter(state: dict[str, Any], entry: str, read: Callable[[Any, str], Any]) -> dict[str, Any]:
+    """``state[entry]``: a dict from parameter names to values ``read`` checks."""
+    values = state[entry]
+    if not isinstance(values, dict) or not all(isinstance(k, str) for k in values):
+        raise CheckpointError(f"history.{entry} must be a dict keyed by parameter name, got {type(values).__name__}")
+    return {k: read(v, f"{entry}[{k!r}]") for k, v in values.items()}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -189,11 +237,18 @@ def check_optimizer_of(model: Module, optimizer: Optimizer, owner: str) -> None:
 
 def check_history(history: History, name: str) -> None:
     """A restored history's recorded numbers are finite: a NaN or inf loss or distance is never a
-    record a run makes (``fit`` stops before recording one).
+    record a run makes (``fit`` stops before recording one); and its losses, those of npattn's
+    losses (MSELoss, CrossEntropyLoss: the tasks' criteria), are >= 0.
 
     Raises:
         CheckpointError: naming the checkpoint ``name``, the entry and the position.
     """
+    negative = [i for i, v in enumerate(history.loss) if v < 0]
+    if negative:
+        raise CheckpointError(
+            f"{name!r}: history.loss[{negative[0]}] is {history.loss[negative[0]]}; a run's losses are >= 0 "
+            "(npattn's MSELoss and CrossEntropyLoss never go below 0)"
+        )
     entries = {"loss": history.loss}
     for entry in ("moved_from_start", "moved_since_log"):
         entries.update({f"{entry}[{key!r}]": values for key, values in getattr(history, entry).items()})
@@ -203,6 +258,51 @@ def check_history(history: History, name: str) -> None:
             raise CheckpointError(
                 f"{name!r}: history.{entry}[{bad[0]}] is {values[bad[0]]}; a run records finite values only"
             )
+
+
+def check_history_of(history: History, model: Module, step: int, error: type[NpattnError], where: str) -> None:
+    """``history`` can be the record of ``step`` updates of ``model``: one loss per step, log steps
+    increasing in [1, step], ``start`` and ``last_log`` holding every parameter with its shape in
+    real numbers, each ``moved_*`` list one distance per log. ``fit`` (given a history) and
+    ``train_task``'s resume share this.
+
+    Raises:
+        error: ``where``, then the entry that does not fit (expected and actual).
+    """
+    if not isinstance(history, History):
+        raise error(f"{where}: history must be an npattn History (fit's result), got {type(history).__name__}")
+    if len(history.loss) != step:
+        raise error(f"{where}: its history has {len(history.loss)} losses for {step} steps (one loss per step)")
+    logged = history.log_steps
+    if any(not 1 <= s <= step for s in logged) or any(a >= b for a, b in itertools.pairwise(logged)):
+        raise error(f"{where}: history.log_steps must be increasing step counts in [1, {step}], got {logged[:8]}")
+    shapes = {key: p.shape for key, p in model.named_parameters()}
+    for entry in ("start", "last_log"):
+        arrays = getattr(history, entry)
+        got = {key: np.shape(a) for key, a in arrays.items()}
+        if got != shapes or any(np.asarray(a).dtype.kind not in "fiu" for a in arrays.values()):
+            raise error(f"{where}: history.{entry} must hold every parameter with its shape {shapes}, got {got}")
+    logs = len(logged)
+    for entry in ("moved_from_start", "moved_since_log"):
+        lengths = {key: len(v) for key, v in getattr(history, entry).items()}
+        if lengths != ({key: logs for key in shapes} if logs else {}):
+            raise error(
+                f"{where}: history.{entry} must hold {logs} distances per parameter (one per log), got {lengths}"
+            )
+
+
+def history_weights_problem(history: History, key: str, weights: np.ndarray, step: int) -> str | None:
+    """What makes ``history``'s weights of parameter ``key`` impossible after ``step`` updates that
+    left it at ``weights``, else None: before the first log ``last_log`` is ``start`` (and at step 0
+    both are the weights); a log at ``step`` recorded the weights as they are."""
+    start, last, logs = history.start[key], history.last_log[key], history.log_steps
+    if not logs and not np.array_equal(last, start):
+        return f"history.last_log[{key!r}] differs from history.start before the first log"
+    if step == 0 and not np.array_equal(start, weights):
+        return f"history.start[{key!r}] differs from the model's weights at step 0 (the run's start)"
+    if logs and logs[-1] == step and not np.array_equal(last, weights):
+        return f"history.last_log[{key!r}] differs from the model's weights, logged at step {step}"
+    return None
 
 
 def check_optimizer_settings(optimizer: Optimizer, name: str) -> None:
@@ -290,8 +390,10 @@ def fit(
 
     Raises:
         ConfigError: a negative or non-integer count, ``start_step`` above ``steps``, a callback or
-            ``batches`` that is not a function, a ``criterion`` without ``backward``, an optimizer
-            with a parameter that is not the model's.
+            ``batches`` that is not a function, a ``criterion`` without ``backward`` or with
+            ``reduction="none"``, an optimizer with a parameter that is not the model's, a
+            ``history`` that is not this model's record of ``start_step`` steps (its loss count,
+            log steps, parameter shapes, or its last logged weights differ).
         TrainingError: the loss or a gradient became NaN or inf (the weights keep their last
             finite values; nothing after the failing step runs).
     """
@@ -309,7 +411,16 @@ def fit(
             f"fit: start_step={start_step} is past steps={steps} (the total step count, not the steps left); "
             "a run resumed at its last step passes start_step == steps and trains nothing"
         )
-    history = history if history is not None else History.begin(model)
+    reduction = getattr(criterion, "reduction", "mean")  # a loss of one's own may have none
+    if reduction not in ("mean", "sum"):
+        raise ConfigError(
+            f"fit: the criterion must give a scalar loss (reduction 'mean' or 'sum'), got reduction={reduction!r} "
+            "(a loss per element has no single step loss to record)"
+        )
+    if history is None:
+        history = History.begin(model)
+    else:
+        _check_given_history(history, model, start_step)
     optimizer.zero_grad()
     for step in range(start_step, steps):
         x, target = batches(step)
@@ -328,6 +439,18 @@ def fit(
         if on_step:
             on_step(done, history)
     return history
+
+
+def _check_given_history(history: History, model: Module, start_step: int) -> None:
+    """The history ``fit`` continues is this model's record of ``start_step`` steps."""
+    where = f"fit (start_step={start_step})"
+    check_history_of(history, model, start_step, ConfigError, where)
+    for key, p in model.named_parameters():
+        wrong = history_weights_problem(history, key, p.data, start_step)
+        if wrong:
+            raise ConfigError(
+                f"{where}: {wrong}; pass the history of this model's run up to start_step, or none"
+            )
 
 
 def progress_header(names: tuple[str, ...] = ("W_query", "W_key", "W_value")) -> str:
