@@ -76,7 +76,7 @@ def test_fit_refuses_a_loss_per_element():
     task = TeacherStudent(seed=1)
     model = task.make_model()
     opt = Adam(model.parameters(), lr=0.05)
-    with pytest.raises(ConfigError, match=r"fit: the criterion must give a scalar loss \(reduction 'mean' or 'sum'\), "):
+    with pytest.raises(ConfigError, match=r"fit: the criterion must give a scalar loss \(reduction 'mean' or 'sum'\)"):
         npattn.fit(model, opt, MSELoss(reduction="none"), task.batch, 2)
     npattn.fit(model, opt, MSELoss(reduction="sum"), task.batch, 1)
 
