@@ -22,7 +22,14 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from npattn._checks import check_bool, check_finite, check_nonnegative_int, check_positive_int, check_probability
+from npattn._checks import (
+    check_bool,
+    check_finite,
+    check_nonnegative_int,
+    check_positive_int,
+    check_probability,
+    check_seed,
+)
 from npattn.errors import CheckpointError, ConfigError, NpattnError
 from npattn.nn.gpt import GPTModel
 from npattn.optim import AdamW
@@ -78,8 +85,8 @@ class LMSettings:
         for field in ("vocab_size", "stride", "epochs", "top_k"):
             if getattr(self, field) is not None:
                 check_positive_int(getattr(self, field), name(field))
-        for field in ("seed", "sample_tokens"):
-            check_nonnegative_int(getattr(self, field), name(field))
+        check_seed(self.seed, name("seed"))
+        check_nonnegative_int(self.sample_tokens, name("sample_tokens"))
         if self.steps is not None:
             check_nonnegative_int(self.steps, name("steps"))
         check_probability(self.drop_rate, name("drop_rate"))
