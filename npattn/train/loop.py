@@ -127,9 +127,9 @@ def _numbers(values: Any, key: str, kind: type, low: float) -> list[Any]:
     noun = "a whole step count" if kind is int else "a number"
     for i, v in enumerate(values):
         ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
-        if not ok or (kind is int and np.isfinite(v) and not float(v).is_integer()):
+        if not ok or (kind is int and not float(v).is_integer() and math.isfinite(v)):
             raise CheckpointError(f"history.{key}[{i}] must be {noun}, got {v!r}")
-        if not np.isfinite(v):
+        if not math.isfinite(v):
             raise CheckpointError(f"history.{key}[{i}] is {v}; a run records finite values only")
         if v < low:
             raise CheckpointError(f"history.{key}[{i}] must be {noun} >= {low:g}, got {v!r}")
@@ -138,7 +138,10 @@ def _numbers(values: Any, key: str, kind: type, low: float) -> list[Any]:
 
 def _weights(value: Any, key: str) -> np.ndarray:
     """A parameter's weights read back from a file: an array of real numbers."""
-    array = np.asarray(value) if isinstance(value, (np.ndarray, list)) else None
+    try:
+        array = np.asarray(value) if isinstance(value, (np.ndarray, list)) else None
+    except ValueError:  # ragged nested lists
+        array = None
     if array is None or array.dtype.kind not in "fiu":
         raise CheckpointError(f"history.{key} must be an array of real numbers, got {type(value).__name__}")
     return array.copy()
@@ -411,10 +414,9 @@ def fit(
             f"fit: start_step={start_step} is past steps={steps} (the total step count, not the steps left); "
             "a run resumed at its last step passes start_step == steps and trains nothing"
         )
-    reduction = getattr(criterion, "reduction", "mean")  # a loss of one's own may have none
-    if reduction not in ("mean", "sum"):
+    if getattr(criterion, "reduction", None) == "none":  # a loss of one's own may have no reduction
         raise ConfigError(
-            f"fit: the criterion must give a scalar loss (reduction 'mean' or 'sum'), got reduction={reduction!r} "
+            "fit: the criterion must give a scalar loss (reduction 'mean' or 'sum'), got reduction='none' "
             "(a loss per element has no single step loss to record)"
         )
     if history is None:

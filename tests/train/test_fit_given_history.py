@@ -79,6 +79,8 @@ def test_fit_refuses_a_loss_per_element():
     with pytest.raises(ConfigError, match=r"fit: the criterion must give a scalar loss \(reduction 'mean' or 'sum'\)"):
         npattn.fit(model, opt, MSELoss(reduction="none"), task.batch, 2)
     npattn.fit(model, opt, MSELoss(reduction="sum"), task.batch, 1)
+    with pytest.raises(ConfigError, match=r"got reduction='none'"):
+        npattn.fit(model, opt, MSELoss(reduction="none"), task.batch, 3, start_step=1, history=History.begin(model))
 
 
 def _state(**changes):
@@ -102,6 +104,8 @@ def _state(**changes):
         ({"moved_since_log": []}, "history.moved_since_log must be a dict keyed by parameter name, got list"),
         ({"start": {"W_query": "x"}}, "history.start['W_query'] must be an array of real numbers, got str"),
         ({"last_log": {"W_query": np.array(["a"])}}, "history.last_log['W_query'] must be an array of real numbers"),
+        ({"start": {"W_query": [[1.0, 2.0], [3.0]]}}, "history.start['W_query'] must be an array of real numbers"),
+        ({"loss": [10**30, np.nan]}, "history.loss[1] is nan; a run records finite values only"),
         ({"extra": 1}, "the history must be a dict of the entries ['loss', 'log_steps', "),
     ],
 )
