@@ -28,6 +28,7 @@ __all__ = [
     "check_nonnegative_int",
     "check_positive_int",
     "check_probability",
+    "check_seed",
     "device_name",
     "grad_problem",
     "stage_arrays",
@@ -223,6 +224,18 @@ def _check_int(value: Any, name: str, low: int, what: str) -> int:
         raise ConfigError(f"{name} must be {what}, got {value!r} ({type(value).__name__})")
     if value < low:
         raise ConfigError(f"{name} must be {what}, got {value}")
+    return int(value)
+
+
+def check_seed(value: Any, name: str = "seed") -> int:
+    """Return ``value`` as int if it is an integer in [0, 2**32) (a Python int or any NumPy integer
+    type, not bool): the seeds of npattn's tasks and runs, the range of ``--seed``.
+
+    Raises:
+        ConfigError: naming ``name``, the range and the value.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or not 0 <= int(value) < 2**32:
+        raise ConfigError(f"{name} must be an integer in [0, 2**32), got {value!r}")
     return int(value)
 
 

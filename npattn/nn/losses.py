@@ -163,9 +163,15 @@ def cross_entropy_forward(input: np.ndarray, target: Any, reduction: str = "mean
                 f"without its class axis {axis}), got {target_arr.shape}"
             )
         if target_arr.size and (target_arr.min() < 0 or target_arr.max() >= n_classes):
+            ignored = (
+                "; -100 is PyTorch's default ignore_index, but npattn's cross_entropy ignores no targets "
+                "(npattn.nn.functional.token_cross_entropy_forward(logits, targets, ignore_index) does)"
+                if (target_arr == -100).any()
+                else ""
+            )
             raise ConfigError(
                 f"cross_entropy: target classes must lie in [0, {n_classes}), "
-                f"got {target_arr.min()}..{target_arr.max()}"
+                f"got {target_arr.min()}..{target_arr.max()}{ignored}"
             )
         probs = np.moveaxis(np.eye(n_classes, dtype=input.dtype)[target_arr], -1, axis)
         count = target_arr.size

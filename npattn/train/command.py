@@ -4,7 +4,6 @@ exactly) and ``npattn train``'s glue, ``run_train_command``."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
 import time
 from collections.abc import Callable
@@ -23,9 +22,11 @@ from npattn.train.loop import (
     Progress,
     check_callback,
     check_history,
+    check_history_of,
     check_optimizer_settings,
     check_optimizer_steps,
     fit,
+    history_weights_problem,
     progress_header,
     progress_line,
 )
@@ -134,40 +135,13 @@ def _restore(
     check_optimizer_settings(opt, name)
     try:
         history = History.from_state_dict(saved["history"])
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise CheckpointError(f"{name!r} holds a history npattn cannot read ({type(exc).__name__}: {exc})") from None
+    except CheckpointError as exc:
+        raise CheckpointError(f"{name!r}: {exc}") from None
     check_history(history, name)
-    if len(history.loss) != step:
-        raise CheckpointError(f"{name!r}: its history has {len(history.loss)} losses for {step} steps")
-    logged = history.log_steps
-    if any(not 1 <= s <= step for s in logged) or any(a >= b for a, b in itertools.pairwise(logged)):
-        raise CheckpointError(
-            f"{name!r}: history.log_steps must be increasing step counts in [1, {step}], got {logged[:8]}"
-        )
-    _check_movement(history, model, name)
+    check_history_of(history, model, step, CheckpointError, repr(name))
     check_optimizer_steps(opt, step, name)
     _check_logged_weights(history, model, initial, step, name)
     return history
-
-
-def _check_movement(history: History, model: Module, name: str) -> None:
-    """The history's per-parameter records fit the model: ``start`` and ``last_log`` hold every
-    parameter with its shape in real numbers, and each ``moved_*`` list has one entry per log."""
-    shapes = {key: p.shape for key, p in model.named_parameters()}
-    for entry in ("start", "last_log"):
-        arrays = getattr(history, entry)
-        got = {key: np.shape(a) for key, a in arrays.items()}
-        if got != shapes or any(np.asarray(a).dtype.kind not in "fiu" for a in arrays.values()):
-            raise CheckpointError(
-                f"{name!r}: history.{entry} must hold every parameter with its shape {shapes}, got {got}"
-            )
-    logs = len(history.log_steps)
-    for entry in ("moved_from_start", "moved_since_log"):
-        lengths = {key: len(v) for key, v in getattr(history, entry).items()}
-        if lengths != ({key: logs for key in shapes} if logs else {}):
-            raise CheckpointError(
-                f"{name!r}: history.{entry} must hold {logs} distances per parameter (one per log), got {lengths}"
-            )
 
 
 def _check_logged_weights(
@@ -190,10 +164,8 @@ def _check_logged_weights(
         wrong = None
         if not np.array_equal(start, initial[key]):
             wrong = f"history.start[{key!r}] is not the initial weights the run's seed and task build"
-        elif not logs and not np.array_equal(last, start):
-            wrong = f"history.last_log[{key!r}] differs from history.start before the first log"
-        elif logs and logs[-1] == step and not at_last_log:
-            wrong = f"history.last_log[{key!r}] differs from the model's weights, logged at step {step}"
+        elif problem := history_weights_problem(history, key, w, step):
+            wrong = problem
         elif logs and logs[-1] != step and at_last_log and not np.array_equal(w, start):
             wrong = (
                 f"history.last_log[{key!r}] holds the weights of step {step}, "

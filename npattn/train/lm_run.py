@@ -14,7 +14,6 @@ import dataclasses
 import hashlib
 import json
 import math
-import numbers
 import os
 import sys
 from collections.abc import Mapping
@@ -23,14 +22,21 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from npattn._checks import check_bool, check_finite, check_nonnegative_int, check_positive_int, check_probability
+from npattn._checks import (
+    check_bool,
+    check_finite,
+    check_nonnegative_int,
+    check_positive_int,
+    check_probability,
+    check_seed,
+)
 from npattn.errors import CheckpointError, ConfigError, NpattnError
 from npattn.nn.gpt import GPTModel
 from npattn.optim import AdamW
-from npattn.random import TorchGenerator
 from npattn.train import atomic, checkpoint
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm
+from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
 from npattn.train.loop import Progress, check_optimizer_settings, check_optimizer_steps
 from npattn.train.text import DataLoader, create_dataloader_v1, default_corpus, read_text, split_train_val
 from npattn.train.tokenizer_files import tokenizer_from_dict
@@ -80,8 +86,8 @@ class LMSettings:
         for field in ("vocab_size", "stride", "epochs", "top_k"):
             if getattr(self, field) is not None:
                 check_positive_int(getattr(self, field), name(field))
-        for field in ("seed", "sample_tokens"):
-            check_nonnegative_int(getattr(self, field), name(field))
+        check_seed(self.seed, name("seed"))
+        check_nonnegative_int(self.sample_tokens, name("sample_tokens"))
         if self.steps is not None:
             check_nonnegative_int(self.steps, name("steps"))
         check_probability(self.drop_rate, name("drop_rate"))
@@ -335,7 +341,7 @@ def run_lm(
     optimizer = AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     if resume is not None:
         name = atomic.as_path(resume)
-        _check_stored_dtypes(saved, model, settings.dtype, name)
+        check_stored_dtypes(saved, model, settings.dtype, name)
         try:
             model.load_state_dict(saved["model"])
             optimizer.load_state_dict(saved["optimizer"])
@@ -345,7 +351,7 @@ def run_lm(
             ) from None
         check_optimizer_settings(optimizer, name)
         check_optimizer_steps(optimizer, resumed.global_step + 1, name)
-        _set_rng_state(model, saved["dropout_rng"], name)
+        set_rng_state(model, saved["dropout_rng"], name)
     steps_per_epoch = len(train_loader)
     num_epochs = settings.epochs or (math.ceil(settings.steps / steps_per_epoch) if settings.steps is not None else 1)
     run = {"task": "lm", "settings": dataclasses.asdict(settings), "text_sha256": text_sha256, "text_chars": len(text)}
@@ -358,7 +364,7 @@ def run_lm(
             "model": model.state_dict(),
             "optimizer": optimizer.state_dict(),
             "history": hist.state_dict(),
-            "dropout_rng": _rng_state(model),
+            "dropout_rng": rng_state(model),
         }
         progress.record_save(hist.global_step + 1, lambda: checkpoint.save_run(state, save, "GPTModel", cfg))
 
@@ -383,64 +389,6 @@ def run_lm(
     if plot is not None:
         plot_losses(history, plot, steps_per_epoch)
     return model, tokenizer, history
-
-
-def _check_stored_dtypes(saved: dict[str, Any], model: GPTModel, dtype: str, name: str) -> None:
-    """The stored weights and optimizer buffers have the dtype the settings name (loading would
-    silently convert them: an edited dtype setting would resume another run)."""
-    weights, opt = saved["model"], saved["optimizer"]
-    params = dict(model.named_parameters())
-    arrays = [(k, v) for k, v in weights.items() if k in params] if isinstance(weights, Mapping) else []
-    state = opt.get("state") if isinstance(opt, Mapping) else None
-    for key, buffers in state.items() if isinstance(state, Mapping) else ():
-        if isinstance(buffers, Mapping):
-            arrays += [(f"optimizer state {key} {k!r}", v) for k, v in buffers.items() if k != "step"]
-    for key, value in arrays:
-        if isinstance(value, np.ndarray) and value.dtype != np.dtype(dtype):
-            raise CheckpointError(
-                f"{name!r}: {key} has dtype {value.dtype}, expected {dtype} (the run's dtype setting); "
-                "the stored model and optimizer arrays must have the dtype the settings name"
-            )
-
-
-def _generators(model: Any) -> list[Any]:
-    """The distinct random generators the model's dropout layers draw from, in module order."""
-    found: dict[int, Any] = {}
-    for module in model.modules():
-        rng = getattr(module, "rng", None)
-        if rng is not None:
-            found.setdefault(id(rng), rng)
-    return list(found.values())
-
-
-def _rng_state(model: Any) -> list[Any]:
-    """The state of every generator dropout draws from (plain values), so a resumed run draws the
-    same dropout masks as an uninterrupted one."""
-    return [
-        {"numpy": json.dumps(rng.bit_generator.state)} if isinstance(rng, np.random.Generator) else rng.get_state()
-        for rng in _generators(model)
-    ]
-
-
-def _set_rng_state(model: Any, states: Any, name: str = "the checkpoint") -> None:
-    generators = _generators(model)
-    problem = f"{name!r}: its dropout_rng entry does not fit this model"
-    if not isinstance(states, list) or len(states) != len(generators):
-        raise CheckpointError(problem)
-    for rng, state in zip(generators, states):
-        seed = state.get("seed") if isinstance(state, Mapping) and isinstance(rng, TorchGenerator) else None
-        if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and int(seed) != rng.initial_seed():
-            raise CheckpointError(
-                f"{name!r}: its dropout_rng seed {int(seed)} is not the seed the run's settings give "
-                f"({rng.initial_seed()}); the seed setting or the dropout state was edited"
-            )
-        try:
-            if isinstance(rng, np.random.Generator):
-                rng.bit_generator.state = json.loads(str(state["numpy"]))
-            else:
-                rng.set_state(state)
-        except (NpattnError, KeyError, TypeError, ValueError) as exc:
-            raise CheckpointError(f"{problem} ({type(exc).__name__}: {exc})") from None
 
 
 def _print_header(

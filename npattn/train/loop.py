@@ -30,6 +30,7 @@ from npattn.nn.losses import Loss
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
 from npattn.train.atomic import sigint_held
+from npattn.train.history import History, check_history, check_history_of, history_weights_problem
 
 __all__ = [
     "History",
@@ -39,71 +40,16 @@ __all__ = [
     "check_criterion",
     "check_finite",
     "check_history",
+    "check_history_of",
     "check_optimizer_settings",
     "check_optimizer_steps",
     "fit",
+    "history_weights_problem",
     "progress_header",
     "progress_line",
 ]
 
 Batches = Callable[[int], tuple[np.ndarray, Any]]
-
-
-@dataclass
-class History:
-    """What training did. ``loss[t]`` is the loss of step t (before its update); at each logged
-    step (after ``log_steps[i]`` updates), ``moved_from_start[name][i]`` is ||W - W_start|| and
-    ``moved_since_log[name][i]`` is ||W - W_at_previous_log|| (Frobenius norms)."""
-
-    loss: list[float] = field(default_factory=list)
-    log_steps: list[int] = field(default_factory=list)
-    moved_from_start: dict[str, list[float]] = field(default_factory=dict)
-    moved_since_log: dict[str, list[float]] = field(default_factory=dict)
-    start: dict[str, np.ndarray] = field(default_factory=dict)
-    last_log: dict[str, np.ndarray] = field(default_factory=dict)
-
-    @classmethod
-    def begin(cls, model: Module) -> History:
-        """An empty history that remembers the model's starting parameters."""
-        start = {name: p.data.copy() for name, p in model.named_parameters()}
-        return cls(start=start, last_log={k: v.copy() for k, v in start.items()})
-
-    def log(self, model: Module, step: int) -> None:
-        """Record how far every parameter has moved, after ``step`` updates."""
-        self.log_steps.append(step)
-        for name, p in model.named_parameters():
-            self.moved_from_start.setdefault(name, []).append(float(np.linalg.norm(p.data - self.start[name])))
-            self.moved_since_log.setdefault(name, []).append(float(np.linalg.norm(p.data - self.last_log[name])))
-            self.last_log[name] = p.data.copy()
-
-    def state_dict(self) -> dict[str, Any]:
-        """Plain arrays and lists (for checkpoints)."""
-        return {
-            "loss": np.array(self.loss, dtype=np.float64),
-            "log_steps": np.array(self.log_steps, dtype=np.int64),
-            "moved_from_start": {k: np.array(v) for k, v in self.moved_from_start.items()},
-            "moved_since_log": {k: np.array(v) for k, v in self.moved_since_log.items()},
-            "start": dict(self.start),
-            "last_log": dict(self.last_log),
-        }
-
-    @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> History:
-        return cls(
-            loss=[float(v) for v in state["loss"]],
-            log_steps=[_step_count(v) for v in state["log_steps"]],
-            moved_from_start={k: [float(x) for x in v] for k, v in state["moved_from_start"].items()},
-            moved_since_log={k: [float(x) for x in v] for k, v in state["moved_since_log"].items()},
-            start={k: np.array(v) for k, v in state["start"].items()},
-            last_log={k: np.array(v) for k, v in state["last_log"].items()},
-        )
-
-
-def _step_count(value: Any) -> int:
-    """A logged step count read back from a file: a whole number, never truncated (2.5 is refused)."""
-    if isinstance(value, (bool, np.bool_)) or not float(value).is_integer():
-        raise ValueError(f"log_steps must hold whole step counts, got {value}")
-    return int(value)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -222,24 +168,6 @@ def check_optimizer_of(model: Module, optimizer: Optimizer, owner: str) -> None:
         )
 
 
-def check_history(history: History, name: str) -> None:
-    """A restored history's recorded numbers are finite: a NaN or inf loss or distance is never a
-    record a run makes (``fit`` stops before recording one).
-
-    Raises:
-        CheckpointError: naming the checkpoint ``name``, the entry and the position.
-    """
-    entries = {"loss": history.loss}
-    for entry in ("moved_from_start", "moved_since_log"):
-        entries.update({f"{entry}[{key!r}]": values for key, values in getattr(history, entry).items()})
-    for entry, values in entries.items():
-        bad = [i for i, v in enumerate(values) if not np.isfinite(v)]
-        if bad:
-            raise CheckpointError(
-                f"{name!r}: history.{entry}[{bad[0]}] is {values[bad[0]]}; a run records finite values only"
-            )
-
-
 def check_optimizer_settings(optimizer: Optimizer, name: str) -> None:
     """A resumed optimizer's settings (every one in every group: lr, betas, eps, weight_decay,
     amsgrad, maximize, momentum, ...) equal ``optimizer.defaults``, the settings the run's options
@@ -325,8 +253,10 @@ def fit(
 
     Raises:
         ConfigError: a negative or non-integer count, ``start_step`` above ``steps``, a callback or
-            ``batches`` that is not a function, a ``criterion`` without ``backward``, an optimizer
-            with a parameter that is not the model's.
+            ``batches`` that is not a function, a ``criterion`` without ``backward`` or with
+            ``reduction="none"``, an optimizer with a parameter that is not the model's, a
+            ``history`` that is not this model's record of ``start_step`` steps (its loss count,
+            log steps, parameter shapes, or its last logged weights differ).
         TrainingError: the loss or a gradient became NaN or inf (the weights keep their last
             finite values; nothing after the failing step runs).
     """
@@ -344,7 +274,15 @@ def fit(
             f"fit: start_step={start_step} is past steps={steps} (the total step count, not the steps left); "
             "a run resumed at its last step passes start_step == steps and trains nothing"
         )
-    history = history if history is not None else History.begin(model)
+    if getattr(criterion, "reduction", None) == "none":  # a loss of one's own may have no reduction
+        raise ConfigError(
+            "fit: the criterion must give a scalar loss (reduction 'mean' or 'sum'), got reduction='none' "
+            "(a loss per element has no single step loss to record)"
+        )
+    if history is None:
+        history = History.begin(model)
+    else:
+        _check_given_history(history, model, start_step)
     optimizer.zero_grad()
     for step in range(start_step, steps):
         x, target = batches(step)
@@ -363,6 +301,18 @@ def fit(
         if on_step:
             on_step(done, history)
     return history
+
+
+def _check_given_history(history: History, model: Module, start_step: int) -> None:
+    """The history ``fit`` continues is this model's record of ``start_step`` steps."""
+    where = f"fit (start_step={start_step})"
+    check_history_of(history, model, start_step, ConfigError, where)
+    for key, p in model.named_parameters():
+        wrong = history_weights_problem(history, key, p.data, start_step)
+        if wrong:
+            raise ConfigError(
+                f"{where}: {wrong}; pass the history of this model's run up to start_step, or none"
+            )
 
 
 def progress_header(names: tuple[str, ...] = ("W_query", "W_key", "W_value")) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import check_positive_int
+from npattn._checks import check_nonnegative_int, check_positive_int, check_seed
 from npattn.errors import ConfigError
 from npattn.nn.attention import SelfAttention_v1
 from npattn.nn.losses import CrossEntropyLoss, Loss, MSELoss
@@ -63,9 +63,7 @@ class _Task:
     criterion: Loss
 
     def __init__(self, seed: int, n_tokens: int, batch_size: int) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2**32:
-            raise ConfigError(f"seed must be an integer in [0, 2**32), got {seed!r}")
-        self.seed = int(seed)
+        self.seed = check_seed(seed)
         self.n_tokens = check_positive_int(n_tokens, "n_tokens")
         self.batch_size = check_positive_int(batch_size, "batch_size")
 
@@ -74,16 +72,22 @@ class _Task:
         return {"seed": self.seed, "n_tokens": self.n_tokens, "batch_size": self.batch_size}
 
     def batch(self, step: int, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Training batch number ``step``: (x (b, n, d_in), target)."""
-        return self._sample(np.random.default_rng([self.seed, 0, step]), size or self.batch_size)
+        """Training batch number ``step``: (x (b, n, d_in), target); ``size`` sequences (None: batch_size).
+
+        Raises:
+            ConfigError: ``step`` not an integer >= 0 (a bool, a float) or ``size`` not a positive integer.
+        """
+        step = check_nonnegative_int(step, f"{type(self).__name__}.batch: step")
+        size = self.batch_size if size is None else check_positive_int(size, f"{type(self).__name__}.batch: size")
+        return self._sample(np.random.default_rng([self.seed, 0, step]), size)
 
     def eval_rng(self) -> np.random.Generator:
         """The held-out stream ``[seed, 1, 0]``, which the training batches never use."""
         return np.random.default_rng([self.seed, 1, 0])
 
     def eval_batch(self, size: int = 1000) -> tuple[np.ndarray, np.ndarray]:
-        """Held-out data: (x, target) from ``eval_rng()``."""
-        return self._sample(self.eval_rng(), size)
+        """Held-out data: (x, target) from ``eval_rng()``. Raises ConfigError: ``size`` not a positive integer."""
+        return self._sample(self.eval_rng(), check_positive_int(size, f"{type(self).__name__}.eval_batch: size"))
 
     def _sample(self, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError

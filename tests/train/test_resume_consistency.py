@@ -44,8 +44,8 @@ def task_ck(tmp_path_factory):
             "parameter 0: 'step' is 3; expected 0, the history's step count",
         ),
         (lambda s: s["history"].update(log_steps=np.array([1, 2, 7])), "history.log_steps must be increasing"),
-        (lambda s: s["history"].update(log_steps=np.array([2, 1, 3])), "in [1, 3], got [2, 1, 3]"),
-        (lambda s: s["history"].update(log_steps=np.array([1, 2.5, 3])), "whole step counts, got 2.5"),
+        (lambda s: s["history"].update(log_steps=np.array([2, 1, 3])), "must be increasing step counts, got [2, 1, 3]"),
+        (lambda s: s["history"].update(log_steps=np.array([1, 2.5, 3])), "must be a whole step count, got 2.5"),
         (lambda s: s["history"].update(start={}), "history.start must hold every parameter with its shape"),
         (
             lambda s: s["history"]["last_log"].update(W_query=np.zeros((7, 7))),

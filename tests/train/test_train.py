@@ -427,7 +427,7 @@ def _edited_run(tmp_path, edit):
         (lambda s: s["optimizer"]["param_groups"][0].update(lr=0.3), "differs from the run's lr 0.05"),
         (lambda s: s["optimizer"]["param_groups"][0].update(amsgrad="no"), "amsgrad must be True or False"),
         (lambda s: s["optimizer"]["state"][0].update(step=-3), "'step' must be an integer >= 1"),
-        (lambda s: s.update(history=None), "holds a history npattn cannot read"),
+        (lambda s: s.update(history=None), "the history must be a dict of the entries ['loss', "),
         (lambda s: s["history"].update(loss=np.zeros(5)), "its history has 5 losses for 2 steps"),
         (lambda s: s["history"]["loss"].__setitem__(1, np.nan), "history.loss[1] is nan; a run records finite"),
         (
