@@ -28,110 +28,27 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from npattn import _html
-from npattn._checks import as_array, check_bool, check_finite, check_nonnegative_int, check_positive_int, from_tensor
+from npattn._checks import as_array, from_tensor
 from npattn.errors import ConfigError, DTypeError, GradcheckError
+from npattn.gradcheck.report import DETECTS, GradcheckReport, TensorCheck, _finish, max_relative_error
+from npattn.gradcheck.settings import (
+    DIFFERENCE_NOISE,
+    MIN_EPS,
+    _check_eps,
+    _check_output,
+    _check_settings,
+    _new_report,
+    difference_noise,
+)
 from npattn.nn.layers import check_deterministic
 from npattn.nn.module import Module
 
 __all__ = ["DETECTS", "GradcheckReport", "TensorCheck", "gradcheck", "gradcheck_stage"]
-
-DETECTS = 1e-4
-"""Every check must be able to fail a gradient off by this relative amount (x 1.0001)."""
-
-DIFFERENCE_NOISE = 10.0
-"""How many times the finite differences' rounding noise the default atol allows (``difference_noise``)."""
-
-MIN_EPS = 1e-10
-"""The smallest eps, relative to the largest magnitude perturbed (and absolute below magnitude 1)."""
-
-
-@dataclass
-class TensorCheck:
-    """The comparison for one tensor (a parameter, the input, or a stage input)."""
-
-    name: str
-    shape: tuple[int, ...]
-    max_abs_error: float
-    max_rel_error: float
-    allowed: float
-    worst_index: tuple[int, ...]
-    numerical: float
-    analytical: float
-    directional: bool = False
-    scale: float = 0.0  # max |numerical|: what the error is measured against
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.max_abs_error <= self.allowed)
-
-    @property
-    def margin(self) -> float:
-        """allowed / max_abs_error: how many times larger the error could be and still pass."""
-        return float("inf") if self.max_abs_error == 0 else self.allowed / self.max_abs_error
-
-
-@dataclass
-class GradcheckReport:
-    """All tensors' comparisons. Truthy when every tensor passed; prints as a table."""
-
-    checks: list[TensorCheck] = field(default_factory=list)
-    eps: float = 1e-6
-    atol: float = 1e-8
-    rtol: float = 1e-6
-    note: str = ""  # why a correct backward may fail (a forward in float32), printed with the verdict
-    user_atol: bool = True  # atol given by the caller: every tensor must be able to fail under it
-
-    @property
-    def passed(self) -> bool:
-        return all(c.passed for c in self.checks)
-
-    def __bool__(self) -> bool:
-        return self.passed
-
-    def __getitem__(self, name: str) -> TensorCheck:
-        for c in self.checks:
-            if c.name == name:
-                return c
-        raise KeyError(name)
-
-    @property
-    def failures(self) -> list[TensorCheck]:
-        return [c for c in self.checks if not c.passed]
-
-    def __str__(self) -> str:
-        header = "tensor           shape         max abs err  max rel err    allowed    margin  result"
-        rows = [header, "-" * len(header)]
-        for c in self.checks:
-            shape = "x".join(map(str, c.shape)) + (" (dir)" if c.directional else "")
-            margin = "inf" if c.margin == float("inf") else f"{c.margin:.3g}x"
-            rows.append(
-                f"{c.name:<16} {shape:<12} {c.max_abs_error:>12.3e} {c.max_rel_error:>12.3e} "
-                f"{c.allowed:>10.2e} {margin:>9}  {'ok' if c.passed else 'FAIL'}"
-            )
-        rows.append(f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {'PASSED' if self.passed else 'FAILED'}")
-        if self.note and not self.passed:
-            rows.append(self.note)
-        return "\n".join(rows)
-
-    __repr__ = __str__
-
-    def _repr_html_(self) -> str:
-        """The table as HTML (Jupyter)."""
-        rows = [
-            [c.name, "x".join(map(str, c.shape)) + (" (dir)" if c.directional else ""), f"{c.max_abs_error:.3e}",
-             f"{c.max_rel_error:.3e}", f"{c.allowed:.2e}", "inf" if c.margin == float("inf") else f"{c.margin:.3g}x",
-             "ok" if c.passed else "FAIL"]
-            for c in self.checks
-        ]
-        header = ["tensor", "shape", "max abs err", "max rel err", "allowed", "margin", "result"]
-        verdict = f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {'PASSED' if self.passed else 'FAILED'}"
-        return _html.wrap(_html.table(header, rows, caption="gradient check"), text=verdict)
+__all__ += ["DIFFERENCE_NOISE", "MIN_EPS", "difference_noise", "max_relative_error"]
 
 
 def _compare(
@@ -193,127 +110,6 @@ def _compare(
         directional=fast_mode,
         scale=scale,
     )
-
-
-def max_relative_error(error: np.ndarray, reference: np.ndarray) -> float:
-    """max |error| / |reference| over the entries with an error; inf where the reference is exactly 0
-    (printed as "inf"; verdicts use the absolute error and ``allowed``, never this number)."""
-    wrong = error > 0
-    if not np.any(wrong):
-        return 0.0
-    ref = np.abs(reference[wrong])
-    if np.any(ref == 0):
-        return float("inf")
-    return float(np.max(error[wrong] / ref))
-
-
-def difference_noise(out: np.ndarray, G: np.ndarray, eps: float) -> float:
-    """The rounding noise of a central difference of L = sum(out * G): ``DIFFERENCE_NOISE`` times
-    float64's epsilon (2.2e-16) times sum|out * G|, over eps. Part of gradcheck's default atol (a
-    large output next to a small one makes the small tensor's differences that noisy)."""
-    return DIFFERENCE_NOISE * float(np.finfo(np.float64).eps) * float(np.sum(np.abs(out * G))) / eps
-
-
-def _precision_hint(out: Any) -> str:
-    """Why a correct backward may fail here: a forward output in float32 (or lower), or float64
-    values that are all float32 numbers (computed in float32 inside); "" otherwise."""
-    arr = np.asarray(out)
-    if arr.dtype.kind == "f" and arr.dtype.itemsize < 8:
-        inside = f"returns {arr.dtype}"
-    elif arr.dtype == np.float64 and np.any(arr != np.round(arr)) and np.array_equal(arr, arr.astype(np.float32)):
-        inside = "returns float64 values that are all float32 numbers (float32 inside?)"
-    else:
-        return ""
-    return (
-        f"note: the forward {inside}: finite differences of float32 are rounding noise, so a correct "
-        "backward fails here; gradcheck needs the forward to compute in float64"
-    )
-
-
-def _check_settings(eps: float, atol: float, rtol: float, n_directions: int, seed: int, **flags: bool) -> None:
-    """Refuse settings under which a check could not fail (or could not pass)."""
-    if not check_finite(eps, "eps") > 0:
-        raise ConfigError(f"eps must be > 0, got {eps}")
-    if check_finite(atol, "atol") < 0 or check_finite(rtol, "rtol") < 0:
-        raise ConfigError(f"atol and rtol must be >= 0, got atol={atol}, rtol={rtol}")
-    if rtol >= DETECTS:
-        raise ConfigError(
-            f"rtol must be below {DETECTS:g}, got {rtol:g}: with it a gradient off by 0.01% (x 1.0001) would pass"
-        )
-    check_positive_int(n_directions, "n_directions")
-    check_nonnegative_int(seed, "seed")
-    for name, value in flags.items():
-        check_bool(value, name)
-
-
-def _check_eps(eps: float, perturbed: Sequence[np.ndarray]) -> None:
-    """Refuse an eps too small for float64 at the magnitudes it perturbs (see the module docstring)."""
-    largest = max((float(np.max(np.abs(a), initial=0.0)) for a in perturbed), default=0.0)
-    smallest = MIN_EPS * max(1.0, largest)
-    if eps < smallest:
-        raise ConfigError(
-            f"eps={eps:g} is too small for float64 at these magnitudes (the largest is {largest:.3g}): rounding "
-            f"x + eps errs by up to 1.1e-16 |x|, which swamps the numerical gradient; use eps >= {smallest:.2g} "
-            f"({MIN_EPS:g} times the largest magnitude, at least {MIN_EPS:g})"
-        )
-
-
-def _check_output(out: Any, who: str) -> None:
-    """Refuse a forward output holding NaN or inf: no numerical gradient can be taken through it."""
-    arr = np.asarray(out)
-    if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
-        bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
-        raise ConfigError(
-            f"{who}: the forward output is not finite ({bad} of {arr.size} entries are NaN or inf), "
-            "so no gradient can be compared; check the forward first"
-        )
-
-
-def _check_can_fail(report: GradcheckReport) -> None:
-    """Refuse a report whose checks could not have failed: for the largest gradient compared, atol
-    and rtol would let a gradient off by 0.01% (x 1.0001), or one with its sign flipped, pass."""
-    if not report.checks:
-        raise ConfigError(
-            "gradcheck: nothing was compared (every parameter is frozen and the input is not checked), "
-            "so no wrong gradient could fail the check"
-        )
-    largest = max((c.scale for c in report.checks), default=0.0)
-    # All gradients zero: the check still fails any analytical gradient above atol.
-    if largest > 0.0 and report.atol + report.rtol * largest >= DETECTS * largest:
-        raise ConfigError(
-            f"gradcheck: atol={report.atol:g} is too wide for these gradients (the largest is {largest:.3g}): "
-            f"a gradient off by 0.01% (x 1.0001) or with its sign flipped would pass; "
-            f"use atol < {(DETECTS - report.rtol) * largest:.2g}"
-        )
-    # A caller's atol, per tensor: each tensor whose gradient is above the default atol must fail
-    # with its sign flipped (an error of twice its scale).
-    for c in report.checks if report.user_atol else ():
-        if c.scale > 1e-8 and c.allowed >= 2 * c.scale:
-            raise ConfigError(
-                f"gradcheck: atol={report.atol:g} is too wide for {c.name} (its gradient's largest magnitude "
-                f"is {c.scale:.3g}): its gradient with the sign flipped would pass; "
-                f"use atol < {(2 - report.rtol) * c.scale:.2g}"
-            )
-
-
-def _new_report(out: Any, G: np.ndarray, eps: float, atol: float | None, rtol: float) -> GradcheckReport:
-    """The report, with the default atol (None): 1e-8 or, when larger, ``difference_noise``."""
-    user_atol = atol is not None
-    if atol is None:
-        atol = max(1e-8, difference_noise(np.asarray(out, dtype=np.float64), G, eps))
-    return GradcheckReport(eps=eps, atol=atol, rtol=rtol, note=_precision_hint(out), user_atol=user_atol)
-
-
-def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
-    _check_can_fail(report)
-    if raise_exception and not report.passed:
-        c = report.failures[0]
-        where = f"direction {c.worst_index[0]}" if c.directional else f"index {c.worst_index}"
-        raise GradcheckError(
-            f"gradient of {c.name} is wrong at {where}: numerical {c.numerical:.10g}, analytical {c.analytical:.10g} "
-            f"(max abs error {c.max_abs_error:.3e} > allowed {c.allowed:.3e})\n{report}"
-        )
-    return report
 
 
 def gradcheck(
