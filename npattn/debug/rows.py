@@ -188,19 +188,26 @@ def check_rows_of(
 ) -> RowCheck:
     """``check_rows`` for one of npattn's attention classes (causal when it is, per head when it has
     heads). ``output``: the module's output on x, or a Trace of it (default: run the module).
-    For MultiHeadAttention the rows checked are the ``merged_heads`` stage (before out_proj).
+    For MultiHeadAttention the rows checked are the ``merged_heads`` stage (before out_proj): its
+    ``output`` must be a Trace or None (its output after out_proj is refused).
     The module runs in eval mode here (each token on its own is computed without dropout), then
     goes back to its mode; the report's note says so when dropout was on.
 
     Raises:
-        ConfigError: not one of npattn's attention classes.
+        ConfigError: not one of npattn's attention classes; an array ``output`` of MultiHeadAttention.
     """
     kind = kind_of(module)
     if kind is None:
         raise ConfigError(f"check_rows_of knows npattn's attention classes, got {type(module).__name__}")
+    if kind == "multihead" and output is not None and not isinstance(output, Trace):
+        raise ConfigError(
+            "check_rows_of(MultiHeadAttention, x, output): the rows checked are the merged_heads stage, before "
+            "out_proj, which the module's output does not show; pass a Trace of it (npattn.trace(module, x)) "
+            f"or no output (the module is run here), got {type(output).__name__}"
+        )
     p = max((m.p for m in module.modules() if isinstance(m, Dropout)), default=0.0)
     note = ""
-    run_here = output is None or (kind == "multihead" and not isinstance(output, Trace))
+    run_here = output is None
     if module.training and p > 0:
         if run_here:  # run here: in eval mode, since each token on its own is computed without dropout
             note = f"note: the module ran in eval mode (dropout={p:g} off) for this check, then back in training mode"
