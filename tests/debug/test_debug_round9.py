@@ -33,3 +33,41 @@ def test_check_rows_of_the_other_classes_still_judges_the_given_output():
     m, x = npattn.CausalAttention(3, 2, 6, 0.0, rng=1), npattn.book_batch()
     assert npattn.check_rows_of(m, x, m(x)).passed
     assert not npattn.check_rows_of(m, x, m(x) + 1.0).passed
+
+
+def _large_float32_case() -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """npattn's own float32 output where the scaled scores reach S = 1848: its error against float64
+    (3.7e-4) is inside float32's documented bound but 1000x above the default rtol of the output."""
+    rs = np.random.default_rng(0)
+    m = npattn.SelfAttention_v1(32, 32, rng=3, impl="fused")
+    x = (rs.standard_normal((250, 32)) * 2).astype(np.float32)
+    return x, npattn.weights_of(m), m(x)
+
+
+def test_a_correct_float32_output_passes_within_float32s_bound():
+    x, W, out = _large_float32_case()
+    assert out.dtype == np.float32
+    assert npattn.diagnose(x, W, out).correct
+    rows = npattn.check_rows(x, W, out)
+    assert rows.passed and "float32's rounding" in str(rows)
+
+
+def test_the_float32_allowance_still_fails_real_mistakes():
+    x, W, out = _large_float32_case()
+    x64, W64 = x.astype(np.float64), {n: w.astype(np.float64) for n, w in W.items()}
+    for mistake in npattn.CATALOGUE:
+        if mistake.identifier in ("scale_by_d_in", "missing_causal_mask"):  # d_in = d_out; not causal
+            continue
+        wrong = mistake.reproduce(x64, W64["W_query"], W64["W_key"], W64["W_value"], False).astype(np.float32)
+        diagnosis = npattn.diagnose(x, W, wrong)
+        assert not diagnosis.correct and mistake.identifier in diagnosis.matches, mistake.identifier
+        assert not npattn.check_rows(x, W, wrong).passed, mistake.identifier
+    off = out * np.float32(1.001)  # off by 0.1%: the allowance is capped below it
+    assert not npattn.diagnose(x, W, off).correct and not npattn.check_rows(x, W, off).passed
+
+
+def test_the_allowance_is_for_float32_only_and_not_with_an_explicit_atol():
+    x, W, out = _large_float32_case()
+    assert not npattn.diagnose(x, W, out.astype(np.float64)).correct  # a float64 output: float64's precision
+    assert not npattn.check_rows(x, W, out.astype(np.float64)).passed
+    assert not npattn.check_rows(x, W, out, atol=1e-6).passed  # the caller's tolerance is used as given
