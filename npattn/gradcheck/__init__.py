@@ -176,8 +176,7 @@ def gradcheck(
 
     _check_eps(eps, [p.data for p in model.parameters()] + ([x64] if check_input else []))
     model.zero_grad()
-    out = np.asarray(model(x64))
-    _check_output(out, "gradcheck")
+    out = _check_output(model(x64.copy()), "gradcheck")  # a copy for every call: a forward may edit its input
     G = rng.standard_normal(out.shape)
     try:
         dx = model.backward(G.copy())  # a copy: a backward that edits its grad_output must not change G
@@ -185,7 +184,7 @@ def gradcheck(
         raise ConfigError(f"gradcheck needs a module with a backward: {exc}") from None
 
     def loss() -> float:
-        return float(np.sum(np.asarray(model(x64)) * G))
+        return float(np.sum(_check_output(model(x64.copy()), "gradcheck") * G))
 
     report = _new_report(out, G, eps, atol, rtol)
     atol = report.atol
@@ -219,7 +218,11 @@ def gradcheck_stage(
 
     ``forward(*inputs, **kwargs) -> (out, cache)`` and ``backward(G, cache)`` returning one
     gradient per input (``kwargs`` holds what is not differentiated: a mask, a scale, a
-    dropout mask). Inputs are copied to float64.
+    dropout mask). Inputs are copied to float64, except integer inputs (token ids), which are
+    passed unchanged and unperturbed, with no gradient checked: ``backward`` may return one
+    gradient per input (whatever it returns for an integer input is ignored) or one per
+    floating-point input. Every forward call gets its own copy of the inputs (a forward may edit
+    them in place).
 
     Example::
 
@@ -227,10 +230,11 @@ def gradcheck_stage(
 
     Raises:
         GradcheckError: a tensor failed and ``raise_exception`` is True; ``forward`` did not return
-            ``(out, cache)`` or ``backward`` not one gradient per input.
+            ``(out, cache)`` with ``out`` an ndarray of floats, or ``backward`` not one gradient per
+            input (or per floating-point input).
         ConfigError: ``forward``/``backward`` not callable; ``inputs`` not a non-empty list or
-            tuple; ``kwargs`` not a dict; an input or an output with no elements; a forward output
-            holding NaN or inf; the settings ``gradcheck`` refuses.
+            tuple; ``kwargs`` not a dict; an input or an output with no elements; only integer
+            inputs; a forward output holding NaN or inf; the settings ``gradcheck`` refuses.
     """
     _check_settings(
         eps, 0.0 if atol is None else atol, rtol, n_directions, seed,
@@ -250,7 +254,8 @@ def gradcheck_stage(
     kwargs = dict(kwargs or {})
     if not all(isinstance(k, str) for k in kwargs):
         raise ConfigError(f"gradcheck_stage: kwargs' keys must be argument names (str), got {list(kwargs)!r}")
-    arrays = [np.array(as_array(a, f"inputs[{i}]"), dtype=np.float64) for i, a in enumerate(inputs)]
+    arrays = [_stage_input(a, f"inputs[{i}]") for i, a in enumerate(inputs)]
+    floats = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"]  # integer inputs: no gradient
     names = list(names) if names is not None else [f"input{i}" for i in range(len(arrays))]
     if len(names) != len(arrays):
         raise ConfigError(f"gradcheck_stage: {len(names)} names for {len(arrays)} inputs")
@@ -266,31 +271,51 @@ def gradcheck_stage(
             f"gradcheck_stage needs finite inputs: {', '.join(nonfinite)} holds NaN or inf, "
             "so no gradient can be compared"
         )
-    _check_eps(eps, arrays)
+    if not floats:
+        raise ConfigError(
+            f"gradcheck_stage: every input is integer ({', '.join(names)}), so there is no gradient to check; "
+            "integer inputs (token ids) are passed unchanged next to at least one floating-point input"
+        )
+    _check_eps(eps, [arrays[i] for i in floats])
     rng = np.random.default_rng(seed)
-    result = forward(*arrays, **kwargs)
-    if not isinstance(result, tuple) or len(result) != 2:
-        raise GradcheckError(f"gradcheck_stage: forward must return (out, cache), got {type(result).__name__}")
-    out, cache = result
-    if np.size(out) == 0:
+
+    def run() -> tuple[np.ndarray, Any]:
+        """forward on a fresh copy of the inputs (a forward may edit them in place); out as floats."""
+        result = forward(*(a.copy() for a in arrays), **kwargs)
+        if not isinstance(result, tuple) or len(result) != 2:
+            raise GradcheckError(f"gradcheck_stage: forward must return (out, cache), got {type(result).__name__}")
+        return _check_output(result[0], "gradcheck_stage"), result[1]
+
+    out, cache = run()
+    if out.size == 0:
         raise ConfigError(
             f"gradcheck_stage: forward returned an output with no elements (shape {np.shape(out)}): "
             "L = sum(out * G) is always 0, so no wrong gradient could fail the check"
         )
-    _check_output(out, "gradcheck_stage")
     G = rng.standard_normal(np.shape(out))
     grads = backward(G.copy(), cache)  # a copy: a backward that edits its d_out must not change G
-    if not isinstance(grads, (list, tuple)) or len(grads) != len(arrays):
+    if not isinstance(grads, (list, tuple)) or len(grads) not in (len(arrays), len(floats)):
         got = f"{len(grads)} gradients" if isinstance(grads, (list, tuple)) else type(grads).__name__
-        raise GradcheckError(f"backward returned {got} for {len(arrays)} inputs (expected one gradient per input)")
+        per_float = "" if len(floats) == len(arrays) else f", or one per floating-point input ({len(floats)})"
+        raise GradcheckError(
+            f"backward returned {got} for {len(arrays)} inputs (expected one gradient per input{per_float})"
+        )
+    by_input = dict(zip(floats, grads)) if len(grads) != len(arrays) else dict(enumerate(grads))
 
     def loss() -> float:
-        return float(np.sum(forward(*arrays, **kwargs)[0] * G))
+        return float(np.sum(run()[0] * G))
 
     report = _new_report(out, G, eps, atol, rtol)
     atol = report.atol
-    for name, target, grad in zip(names, arrays, grads):
+    for i in floats:
         report.checks.append(
-            _compare(name, target, np.asarray(grad), loss, eps, atol, rtol, fast_mode, n_directions, rng)
+            _compare(names[i], arrays[i], np.asarray(by_input[i]), loss, eps, atol, rtol, fast_mode, n_directions, rng)
         )
     return _finish(report, raise_exception)
+
+
+def _stage_input(value: Any, name: str) -> np.ndarray:
+    """A stage input as float64, or unchanged when it holds integers (token ids: not differentiated)."""
+    arr = as_array(value, name)  # refuses ragged and non-numeric data with a clear message
+    raw = np.asarray(from_tensor(value))
+    return np.array(raw) if raw.dtype.kind in "iu" else np.array(arr, dtype=np.float64)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_bool, check_finite, check_nonnegative_int, check_positive_int
-from npattn.errors import ConfigError
+from npattn.errors import ConfigError, GradcheckError
 from npattn.gradcheck.report import DETECTS, GradcheckReport
 
 __all__ = ["DIFFERENCE_NOISE", "MIN_EPS", "difference_noise"]
@@ -72,15 +72,37 @@ def _check_eps(eps: float, perturbed: Sequence[np.ndarray]) -> None:
         )
 
 
-def _check_output(out: Any, who: str) -> None:
-    """Refuse a forward output holding NaN or inf: no numerical gradient can be taken through it."""
+def _check_output(out: Any, who: str) -> np.ndarray:
+    """The forward's output as an array of floats. Refuses anything else (a tuple, None, integers:
+    L = sum(out * G) needs floats, and integers are piecewise constant, so their finite differences
+    are 0) and an output holding NaN or inf: no numerical gradient can be taken through it.
+
+    Raises:
+        GradcheckError: not an ndarray (or a float) of floating-point numbers, naming what it is.
+        ConfigError: NaN or inf in it.
+    """
+    if not isinstance(out, (np.ndarray, np.floating, float)):
+        hint = ""
+        if isinstance(out, tuple):
+            hint = " (a forward that returns (out, cache) is a stage pair: check it with gradcheck_stage)"
+        raise GradcheckError(
+            f"{who}: the forward must return an ndarray of floats (the check differentiates "
+            f"L = sum(output * G)), got {type(out).__name__}{hint}"
+        )
     arr = np.asarray(out)
-    if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
+    if arr.dtype.kind != "f":
+        raise GradcheckError(
+            f"{who}: the forward must return floating-point numbers, got an output of dtype {arr.dtype}: "
+            "an output of integers (or booleans) is piecewise constant, so its finite differences are 0 "
+            "and no gradient can be compared; return floats"
+        )
+    if not np.all(np.isfinite(arr)):
         bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
         raise ConfigError(
             f"{who}: the forward output is not finite ({bad} of {arr.size} entries are NaN or inf), "
             "so no gradient can be compared; check the forward first"
         )
+    return arr
 
 
 def _new_report(out: Any, G: np.ndarray, eps: float, atol: float | None, rtol: float) -> GradcheckReport:
