@@ -139,7 +139,8 @@ def check_rows(
     Raises:
         ShapeError: ``output`` does not have the shape (..., n, d_out) the weights give.
         ConfigError: num_heads not a positive integer dividing d_out; atol or rtol negative or not
-            finite, or so wide that an output off by 0.1% would pass.
+            finite, or so wide that an output off by 0.1% would pass; ``tokens`` not one name per
+            token of x.
     """
     atol, rtol = check_tolerances(atol, rtol, "check_rows")
     if not isinstance(weights, Mapping):
@@ -151,6 +152,13 @@ def check_rows(
     h = check_positive_int(num_heads, "num_heads")
     if d_out % h:
         raise ConfigError(f"num_heads={h} does not divide the weights' d_out={d_out}")
+    if tokens is not None:
+        tokens = list(tokens)
+        if len(tokens) != x64.shape[-2]:
+            raise ConfigError(
+                f"check_rows: tokens has {len(tokens)} names for {x64.shape[-2]} tokens (rows of x); "
+                "give one name per token, in order"
+            )
     expected_shape = (*x64.shape[:-1], d_out)
     if out.shape != expected_shape:
         raise ShapeError(f"output: expected shape {expected_shape} (one row of d_out per token), got {out.shape}")

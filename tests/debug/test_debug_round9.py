@@ -55,9 +55,8 @@ def test_a_correct_float32_output_passes_within_float32s_bound():
 def test_the_float32_allowance_still_fails_real_mistakes():
     x, W, out = _large_float32_case()
     x64, W64 = x.astype(np.float64), {n: w.astype(np.float64) for n, w in W.items()}
-    for mistake in npattn.CATALOGUE:
-        if mistake.identifier in ("scale_by_d_in", "missing_causal_mask"):  # d_in = d_out; not causal
-            continue
+    chosen = ("missing_scale", "softmax_wrong_axis", "context_from_keys", "weights_transposed", "no_softmax")
+    for mistake in (m for m in npattn.CATALOGUE if m.identifier in chosen):
         wrong = mistake.reproduce(x64, W64["W_query"], W64["W_key"], W64["W_value"], False).astype(np.float32)
         diagnosis = npattn.diagnose(x, W, wrong)
         assert not diagnosis.correct and mistake.identifier in diagnosis.matches, mistake.identifier
@@ -71,3 +70,12 @@ def test_the_allowance_is_for_float32_only_and_not_with_an_explicit_atol():
     assert not npattn.diagnose(x, W, out.astype(np.float64)).correct  # a float64 output: float64's precision
     assert not npattn.check_rows(x, W, out.astype(np.float64)).passed
     assert not npattn.check_rows(x, W, out, atol=1e-6).passed  # the caller's tolerance is used as given
+
+
+@pytest.mark.parametrize("names", [["a", "b"], list("abcdefgh")])
+def test_check_rows_refuses_token_names_that_do_not_fit_the_rows(names):
+    x, W = npattn.book_inputs().astype(np.float64), npattn.weights_of(npattn.SelfAttention_v1(3, 2, rng=1))
+    out = npattn.SelfAttention_v1(3, 2, rng=1)(x)
+    with pytest.raises(ConfigError, match=rf"tokens has {len(names)} names for 6 tokens"):
+        npattn.check_rows(x, W, out, tokens=names)
+    assert npattn.check_rows(x, W, out, tokens=npattn.BOOK_TOKENS).passed
