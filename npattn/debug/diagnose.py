@@ -295,8 +295,7 @@ def diagnose(
     queries, keys, values = (x64 @ W + b for W, b in zip((Wq, Wk, Wv), biases))
     # atol unset: a float32 output is also allowed float32's documented rounding
     rounding = 0.0 if atol is not None else float32_allowance(raw, queries, keys, values, expected, causal=causal)
-    n_tokens = max(x64.shape[-2], 1)  # the prediction needs n >= 1; an empty input has nothing to predict
-    prediction = predict_shapes(n_tokens, Wq.shape[0], Wq.shape[1], batch=x64.shape[0] if x64.ndim == 3 else None)
+    prediction = predict_shapes(x64.shape[-2], Wq.shape[0], Wq.shape[1], batch=x64.shape[0] if x64.ndim == 3 else None)
     shape_check = check_shapes(prediction, out)
     candidates = [m for m in catalogue if causal or not m.causal_only]
     symptoms: list[Symptom] = []
