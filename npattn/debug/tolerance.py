@@ -9,8 +9,9 @@ under which an output off by 0.1% (``FORWARD_DETECTS``) would pass is refused wi
 
 A float32 output (atol unset) is also allowed float32's documented rounding (docs/errors.md,
 "float32 against float64"): ``FLOAT32_BOUND * (1 + S) * max|values|``, S the largest |scaled
-score|, capped at half of ``FORWARD_DETECTS`` of the output's magnitude so that an output off by
-0.1% still fails.
+score|, capped at a fifth of ``FORWARD_DETECTS`` (0.02%) of the output's magnitude so that an
+output off by 0.1%, or one entry off by 0.1% of itself when it is above a fifth of the largest,
+still fails (npattn's own float32 output errs by 1e-5 to 3e-5 of the magnitude at S up to 3e4).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def float32_allowance(
     """What float32 rounding may add to a correct ``output`` (0.0 unless its dtype is float32):
     ``FLOAT32_BOUND * (1 + S) * max|values|``, S the largest |scaled score| over the entries the
     causal mask keeps, per head (queries, keys, values (..., n, d_out), heads side by side in
-    d_out); at most half of ``FORWARD_DETECTS`` times max|reference|."""
+    d_out); at most a fifth of ``FORWARD_DETECTS`` times max|reference|."""
     if np.asarray(output).dtype != np.float32 or queries.shape[-2] == 0:
         return 0.0
     n, d_out = queries.shape[-2:]
@@ -58,7 +59,7 @@ def float32_allowance(
         c = slice(h * head_dim, (h + 1) * head_dim)
         scores = queries[..., c] @ np.swapaxes(keys[..., c], -1, -2) / math.sqrt(head_dim)
         S = max(S, largest(np.where(keep, scores, 0.0)))
-    return min(FLOAT32_BOUND * (1 + S) * largest(values), FORWARD_DETECTS / 2 * largest(reference))
+    return min(FLOAT32_BOUND * (1 + S) * largest(values), FORWARD_DETECTS / 5 * largest(reference))
 
 
 def check_tolerances(atol: Any, rtol: Any, who: str, detects: float = FORWARD_DETECTS) -> tuple[float | None, float]:

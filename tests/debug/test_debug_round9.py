@@ -63,6 +63,9 @@ def test_the_float32_allowance_still_fails_real_mistakes():
         assert not npattn.check_rows(x, W, wrong).passed, mistake.identifier
     off = out * np.float32(1.001)  # off by 0.1%: the allowance is capped below it
     assert not npattn.diagnose(x, W, off).correct and not npattn.check_rows(x, W, off).passed
+    one = out.copy()
+    one[100, 5] *= np.float32(1.001)  # one entry (16.4, the largest 26.3) off by 0.1% of itself
+    assert not npattn.diagnose(x, W, one).correct and not npattn.check_rows(x, W, one).passed
 
 
 def test_the_allowance_is_for_float32_only_and_not_with_an_explicit_atol():
