@@ -92,3 +92,13 @@ def test_integer_stage_inputs_pass_through_unconverted_and_unchecked():
 def test_only_integer_inputs_is_refused():
     with pytest.raises(ConfigError, match="every input is integer"):
         npattn.gradcheck_stage(lambda i: (i * 1.0, None), lambda d, c: (d,), [np.array([1, 2])])
+
+
+def test_a_forward_returning_a_torch_tensor_is_still_checked():
+    torch = pytest.importorskip("torch")
+
+    class ReturnsTensor(npattn.Linear):
+        def forward(self, x):  # type: ignore[override]
+            return torch.from_numpy(super().forward(x))
+
+    assert npattn.gradcheck(ReturnsTensor(3, 2, rng=1), np.random.default_rng(4).standard_normal((4, 3))).passed

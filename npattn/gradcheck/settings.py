@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import check_bool, check_finite, check_nonnegative_int, check_positive_int
+from npattn._checks import check_bool, check_finite, check_nonnegative_int, check_positive_int, from_tensor
 from npattn.errors import ConfigError, GradcheckError
 from npattn.gradcheck.report import DETECTS, GradcheckReport
 
@@ -78,9 +78,11 @@ def _check_output(out: Any, who: str) -> np.ndarray:
     are 0) and an output holding NaN or inf: no numerical gradient can be taken through it.
 
     Raises:
-        GradcheckError: not an ndarray (or a float) of floating-point numbers, naming what it is.
+        GradcheckError: not an ndarray (a float, or a torch tensor) of floating-point numbers, naming
+            what it is.
         ConfigError: NaN or inf in it.
     """
+    out = from_tensor(out)  # a torch tensor as its values
     if not isinstance(out, (np.ndarray, np.floating, float)):
         hint = ""
         if isinstance(out, tuple):
