@@ -133,12 +133,14 @@ def gradcheck(
     ``torch.autograd.gradcheck``'s). Integer token ids (``GPTModel``'s input) are passed
     unchanged with ``check_input=False``: only the parameters are checked. Keep the module in eval
     mode, or its dropout masks fixed (``Dropout.fixed_keep``), so that forward is deterministic.
+    Every forward call gets its own copy of x (a forward may edit its input in place).
 
     Returns:
         GradcheckReport, truthy when every tensor passed.
     Raises:
         GradcheckError: a tensor failed and ``raise_exception`` is True (names the tensor, the
-            index, the numerical and the analytical value).
+            index, the numerical and the analytical value); the forward returned something other
+            than an ndarray of floats (a tuple, None, integers).
         ConfigError: the module has no parameters or no backward, or a random forward (a Dropout
             with p > 0 in training mode without ``fixed_keep``); ``x`` has no elements or holds
             NaN or inf; the forward output holds NaN or inf; eps <= 0 or below ``MIN_EPS`` times the
