@@ -22,7 +22,7 @@ import numpy as np
 from npattn import _html
 from npattn._checks import as_array
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
-from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, largest
+from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, float32_allowance, largest
 from npattn.debug.weights import check_weights_and_biases, to_numpy
 from npattn.nn import functional as F
 
@@ -221,11 +221,11 @@ class Diagnosis:
         return _html.wrap(*parts, text=str(self))
 
 
-def _close(a: np.ndarray, b: np.ndarray, atol: float | None, rtol: float) -> bool:
-    """Equal shapes and |a - b| <= atol + rtol * max|b| everywhere (NaN equal only to NaN)."""
+def _close(a: np.ndarray, b: np.ndarray, atol: float | None, rtol: float, rounding: float = 0.0) -> bool:
+    """Equal shapes and |a - b| <= max(atol + rtol * max|b|, rounding) everywhere (NaN equal only to NaN)."""
     if a.shape != b.shape:
         return False
-    allowed = (atol or 0.0) + rtol * largest(b)
+    allowed = max((atol or 0.0) + rtol * largest(b), rounding)
     return bool(np.allclose(a, b, rtol=0.0, atol=allowed, equal_nan=True))
 
 
@@ -273,7 +273,9 @@ def diagnose(
         output: what the user's implementation returned for x with these weights.
         causal: the implementation is meant to be causal (section 3.5); adds ``missing_causal_mask``.
         atol, rtol: "equals" and "reproduces exactly" mean |output - candidate| <= atol + rtol *
-            max|candidate| (atol unset: 0, so the judgement is relative to the outputs' magnitude).
+            max|candidate| (atol unset: 0, so the judgement is relative to the outputs' magnitude;
+            a float32 output is then also allowed float32's documented rounding,
+            ``tolerance.float32_allowance``).
 
     Returns:
         Diagnosis; ``matches`` lists every mistake that reproduces the output (several when they
@@ -286,11 +288,14 @@ def diagnose(
     """
     atol, rtol = check_tolerances(atol, rtol, "diagnose")
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
-    out = np.asarray(as_array(to_numpy(output), "output"), dtype=np.float64)
+    raw = as_array(to_numpy(output), "output")
+    out = np.asarray(raw, dtype=np.float64)
     expected = attention_variant(x64, Wq, Wk, Wv, causal=causal, biases=biases)
     allowed_error(expected, atol, rtol, "diagnose")  # refuses a tolerance too wide for these outputs
-    n_tokens = max(x64.shape[-2], 1)  # the prediction needs n >= 1; an empty input has nothing to predict
-    prediction = predict_shapes(n_tokens, Wq.shape[0], Wq.shape[1], batch=x64.shape[0] if x64.ndim == 3 else None)
+    queries, keys, values = (x64 @ W + b for W, b in zip((Wq, Wk, Wv), biases))
+    # atol unset: a float32 output is also allowed float32's documented rounding
+    rounding = 0.0 if atol is not None else float32_allowance(raw, queries, keys, values, expected, causal=causal)
+    prediction = predict_shapes(x64.shape[-2], Wq.shape[0], Wq.shape[1], batch=x64.shape[0] if x64.ndim == 3 else None)
     shape_check = check_shapes(prediction, out)
     candidates = [m for m in catalogue if causal or not m.causal_only]
     symptoms: list[Symptom] = []
@@ -310,19 +315,18 @@ def diagnose(
     if not np.all(np.isfinite(out)):
         bad = int(out.size - np.count_nonzero(np.isfinite(out)))
         symptoms.append(Symptom("non_finite", f"the output is non-finite: {bad} of {out.size} entries are NaN or inf"))
-    correct = _close(out, expected, atol, rtol) and bool(np.all(np.isfinite(out)))  # non-finite never passes
+    correct = _close(out, expected, atol, rtol, rounding) and bool(np.all(np.isfinite(out)))  # non-finite never passes
     matches: list[str] = []
     indistinguishable: list[str] = []
     with np.errstate(all="ignore"):
         for mistake in candidates:
             wrong = mistake.reproduce(x64, Wq, Wk, Wv, causal, biases)
-            if _close(wrong, expected, atol, rtol):
+            if _close(wrong, expected, atol, rtol, rounding):
                 indistinguishable.append(mistake.identifier)
-            elif not correct and _close(out, wrong, atol, rtol):
+            elif not correct and _close(out, wrong, atol, rtol, rounding):
                 matches.append(mistake.identifier)
     if not correct:
-        values = F.project_forward(x64, Wv)[0] + biases[2]
-        outside = _outside_value_range(out, values, (atol or 0.0) + rtol * largest(values))
+        outside = _outside_value_range(out, values, max((atol or 0.0) + rtol * largest(values), rounding))
         if outside is not None:
             symptoms.append(outside)
     return Diagnosis(

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from npattn import _html
-from npattn._checks import check_positive_int
+from npattn._checks import check_nonnegative_int, check_positive_int
 from npattn.debug.formulas import KINDS, format_shape, format_table, formula_of, kind_of
 from npattn.debug.trace import Trace
 from npattn.debug.weights import to_numpy
@@ -161,11 +161,12 @@ def predict_shapes(
     (n, n) -> context_vec (n, d_out); a batch adds a leading dimension.
 
     Raises:
-        ConfigError: a size that is not a positive integer; an unknown kind; num_heads missing for
+        ConfigError: n_tokens not an integer >= 0 (0: an empty sequence, as the modules accept),
+            another size not a positive integer; an unknown kind; num_heads missing for
             a multi-head kind, given for a single-head one, or not dividing d_out (multihead);
             dropout for "self".
     """
-    n = check_positive_int(n_tokens, "n_tokens")
+    n = check_nonnegative_int(n_tokens, "n_tokens")  # 0 tokens: the modules accept an empty sequence too
     d_in = check_positive_int(d_in, "d_in")
     d_out = check_positive_int(d_out, "d_out")
     lead: tuple[int, ...] = () if batch is None else (check_positive_int(batch, "batch"),)

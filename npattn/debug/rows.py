@@ -12,7 +12,7 @@ import numpy as np
 
 from npattn._checks import as_array, check_positive_int
 from npattn.debug.formulas import WEIGHT_NAMES, kind_of
-from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances
+from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, float32_allowance
 from npattn.debug.trace import Trace, trace
 from npattn.debug.weights import check_weights_and_biases, to_numpy, weights_of
 from npattn.errors import ConfigError, ShapeError
@@ -37,6 +37,7 @@ class RowCheck:
     atol: float
     tokens: Sequence[str] | None = None
     note: str = ""  # how the output was made (e.g. a module run in eval mode), printed last
+    float32: bool = False  # atol is float32's documented rounding (a float32 output)
 
     @property
     def worst_row(self) -> tuple[int, ...]:
@@ -79,7 +80,9 @@ class RowCheck:
         return (
             f"single-token check (each token's context vector computed on its own, section 3.4): {verdict}\n"
             f"  worst: {self._row_name(worst)}: on its own [{exp}], batched [{got}], "
-            f"max |diff| {self.max_diff:.3e} (allowed {self.atol:.1e})" + (f"\n  {self.note}" if self.note else "")
+            f"max |diff| {self.max_diff:.3e} (allowed {self.atol:.1e}"
+            + (", float32's rounding)" if self.float32 else ")")
+            + (f"\n  {self.note}" if self.note else "")
         )
 
     __repr__ = __str__
@@ -130,22 +133,32 @@ def check_rows(
     ``merged_heads`` stage of MultiHeadAttention (before out_proj).
 
     A row passes when max|row - its own computation| <= atol + rtol * max|expected| (atol unset: 0,
-    so the judgement is relative to the outputs' magnitude).
+    so the judgement is relative to the outputs' magnitude; a float32 output is then also allowed
+    float32's documented rounding, ``tolerance.float32_allowance``).
 
     Raises:
         ShapeError: ``output`` does not have the shape (..., n, d_out) the weights give.
         ConfigError: num_heads not a positive integer dividing d_out; atol or rtol negative or not
-            finite, or so wide that an output off by 0.1% would pass.
+            finite, or so wide that an output off by 0.1% would pass; ``tokens`` not one name per
+            token of x.
     """
     atol, rtol = check_tolerances(atol, rtol, "check_rows")
     if not isinstance(weights, Mapping):
         weights = weights_of(weights)
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
-    out = np.asarray(as_array(to_numpy(output), "output"), dtype=np.float64)
+    raw = as_array(to_numpy(output), "output")
+    out = np.asarray(raw, dtype=np.float64)
     d_out = Wq.shape[1]
     h = check_positive_int(num_heads, "num_heads")
     if d_out % h:
         raise ConfigError(f"num_heads={h} does not divide the weights' d_out={d_out}")
+    if tokens is not None:
+        tokens = list(tokens)
+        if len(tokens) != x64.shape[-2]:
+            raise ConfigError(
+                f"check_rows: tokens has {len(tokens)} names for {x64.shape[-2]} tokens (rows of x); "
+                "give one name per token, in order"
+            )
     expected_shape = (*x64.shape[:-1], d_out)
     if out.shape != expected_shape:
         raise ShapeError(f"output: expected shape {expected_shape} (one row of d_out per token), got {out.shape}")
@@ -174,7 +187,12 @@ def check_rows(
     with np.errstate(invalid="ignore"):
         diffs = np.abs(expected - out)
     row_diffs = np.max(np.where(np.isnan(diffs), np.inf, diffs), axis=-1, initial=0.0)  # NaN never passes
-    return RowCheck(expected, out, row_diffs, allowed_error(expected, atol, rtol, "check_rows"), tokens)
+    allowed = allowed_error(expected, atol, rtol, "check_rows")
+    rounding = 0.0
+    if atol is None:  # a float32 output is also allowed float32's documented rounding
+        q, k, v = (x64 @ W + b for W, b in zip((Wq, Wk, Wv), biases))
+        rounding = float32_allowance(raw, q, k, v, expected, causal=causal, num_heads=h)
+    return RowCheck(expected, out, row_diffs, max(allowed, rounding), tokens, float32=rounding > allowed)
 
 
 def check_rows_of(
@@ -188,19 +206,26 @@ def check_rows_of(
 ) -> RowCheck:
     """``check_rows`` for one of npattn's attention classes (causal when it is, per head when it has
     heads). ``output``: the module's output on x, or a Trace of it (default: run the module).
-    For MultiHeadAttention the rows checked are the ``merged_heads`` stage (before out_proj).
+    For MultiHeadAttention the rows checked are the ``merged_heads`` stage (before out_proj): its
+    ``output`` must be a Trace or None (its output after out_proj is refused).
     The module runs in eval mode here (each token on its own is computed without dropout), then
     goes back to its mode; the report's note says so when dropout was on.
 
     Raises:
-        ConfigError: not one of npattn's attention classes.
+        ConfigError: not one of npattn's attention classes; an array ``output`` of MultiHeadAttention.
     """
     kind = kind_of(module)
     if kind is None:
         raise ConfigError(f"check_rows_of knows npattn's attention classes, got {type(module).__name__}")
+    if kind == "multihead" and output is not None and not isinstance(output, Trace):
+        raise ConfigError(
+            "check_rows_of(MultiHeadAttention, x, output): the rows checked are the merged_heads stage, before "
+            "out_proj, which the module's output does not show; pass a Trace of it (npattn.trace(module, x)) "
+            f"or no output (the module is run here), got {type(output).__name__}"
+        )
     p = max((m.p for m in module.modules() if isinstance(m, Dropout)), default=0.0)
     note = ""
-    run_here = output is None or (kind == "multihead" and not isinstance(output, Trace))
+    run_here = output is None
     if module.training and p > 0:
         if run_here:  # run here: in eval mode, since each token on its own is computed without dropout
             note = f"note: the module ran in eval mode (dropout={p:g} off) for this check, then back in training mode"

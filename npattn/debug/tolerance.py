@@ -6,10 +6,17 @@ Forward checks (check_rows, diagnose, compare) pass when |output - reference| <=
 max|reference|; by default atol is 0 and rtol 1e-5, so the judgement is relative: scaling x and the
 weights scales what is allowed (an all-zero output never passes for outputs of 1e-7). A tolerance
 under which an output off by 0.1% (``FORWARD_DETECTS``) would pass is refused with a ConfigError.
+
+A float32 output (atol unset) is also allowed float32's documented rounding (docs/errors.md,
+"float32 against float64"): ``FLOAT32_BOUND * (1 + S) * max|values|``, S the largest |scaled
+score|, capped at a fifth of ``FORWARD_DETECTS`` (0.02%) of the output's magnitude so that an
+output off by 0.1%, or one entry off by 0.1% of itself when it is above a fifth of the largest,
+still fails (npattn's own float32 output errs by 1e-5 to 3e-5 of the magnitude at S up to 3e4).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -17,7 +24,8 @@ import numpy as np
 from npattn._checks import check_finite
 from npattn.errors import ConfigError
 
-__all__ = ["FORWARD_DETECTS", "FORWARD_RTOL", "allowed_error", "check_tolerances", "largest", "matches"]
+__all__ = ["FLOAT32_BOUND", "FORWARD_DETECTS", "FORWARD_RTOL", "allowed_error", "check_tolerances", "float32_allowance"]
+__all__ += ["largest", "matches"]
 
 FORWARD_DETECTS = 1e-3
 """Every forward check must be able to fail an output off by this relative amount (0.1%)."""
@@ -26,6 +34,32 @@ FORWARD_RTOL = 1e-5
 """The default relative tolerance of the forward checks: float32's rounding (1.2e-7, a few
 operations deep) passes with a margin of about 30; every catalogued mistake at the book's scale is
 off by far more."""
+
+
+FLOAT32_BOUND = 1e-5
+"""float32 agrees with float64 within FLOAT32_BOUND * (1 + S) * scale (S the largest |scaled score|;
+docs/errors.md, "float32 against float64"; measured worst 7.8e-8 for outputs)."""
+
+
+def float32_allowance(
+    output: np.ndarray, queries: np.ndarray, keys: np.ndarray, values: np.ndarray, reference: np.ndarray,
+    *, causal: bool = False, num_heads: int = 1,
+) -> float:  # fmt: skip
+    """What float32 rounding may add to a correct ``output`` (0.0 unless its dtype is float32):
+    ``FLOAT32_BOUND * (1 + S) * max|values|``, S the largest |scaled score| over the entries the
+    causal mask keeps, per head (queries, keys, values (..., n, d_out), heads side by side in
+    d_out); at most a fifth of ``FORWARD_DETECTS`` times max|reference|."""
+    if np.asarray(output).dtype != np.float32 or queries.shape[-2] == 0:
+        return 0.0
+    n, d_out = queries.shape[-2:]
+    head_dim = d_out // num_heads
+    keep = np.tril(np.ones((n, n), dtype=bool)) if causal else np.ones((n, n), dtype=bool)
+    S = 0.0
+    for h in range(num_heads):
+        c = slice(h * head_dim, (h + 1) * head_dim)
+        scores = queries[..., c] @ np.swapaxes(keys[..., c], -1, -2) / math.sqrt(head_dim)
+        S = max(S, largest(np.where(keep, scores, 0.0)))
+    return min(FLOAT32_BOUND * (1 + S) * largest(values), FORWARD_DETECTS / 5 * largest(reference))
 
 
 def check_tolerances(atol: Any, rtol: Any, who: str, detects: float = FORWARD_DETECTS) -> tuple[float | None, float]:

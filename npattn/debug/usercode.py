@@ -279,6 +279,11 @@ def load_attention(spec: str) -> UserAttention:
     path_text, sep, name = spec.rpartition(":")
     if not sep or not path_text or not name:
         raise ConfigError(f"expected FILE.py:NAME (e.g. my_attention.py:SelfAttention), got {spec!r}")
+    if ":" in path_text and not Path(path_text).exists():  # "mine.py:good:x": one colon too many
+        raise ConfigError(
+            f"expected FILE.py:NAME, one function or class after the file's one colon, got {spec!r} "
+            f"(no file {path_text!r}; the file is {path_text.partition(':')[0]!r}?)"
+        )
     return attention_from_module(_import_file(path_text), name, path_text)
 
 

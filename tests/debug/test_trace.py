@@ -39,7 +39,7 @@ def test_predict_shapes_with_a_batch():
     assert {s.name: s.shape for s in prediction.stages} == {k: (2, *v) for k, v in BOOK_SHAPES.items()}
 
 
-@pytest.mark.parametrize("args", [(0, 3, 2), (6, 0, 2), (6, 3, -1), (6, 3, 2.5)])
+@pytest.mark.parametrize("args", [(-1, 3, 2), (6, 0, 2), (6, 3, -1), (6, 3, 2.5)])
 def test_predict_shapes_rejects_bad_sizes(args):
     with pytest.raises(ConfigError):
         predict_shapes(*args)

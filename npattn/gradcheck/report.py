@@ -1,0 +1,149 @@
+"""The gradient check's report (one TensorCheck per tensor) and its verdict: the refusal of a
+check that could not fail, and the GradcheckError of a failed one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from npattn import _html
+from npattn.errors import ConfigError, GradcheckError
+
+__all__ = ["DETECTS", "GradcheckReport", "TensorCheck", "max_relative_error"]
+
+DETECTS = 1e-4
+"""Every check must be able to fail a gradient off by this relative amount (x 1.0001)."""
+
+@dataclass
+class TensorCheck:
+    """The comparison for one tensor (a parameter, the input, or a stage input)."""
+
+    name: str
+    shape: tuple[int, ...]
+    max_abs_error: float
+    max_rel_error: float
+    allowed: float
+    worst_index: tuple[int, ...]
+    numerical: float
+    analytical: float
+    directional: bool = False
+    scale: float = 0.0  # max |numerical|: what the error is measured against
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.max_abs_error <= self.allowed)
+
+    @property
+    def margin(self) -> float:
+        """allowed / max_abs_error: how many times larger the error could be and still pass."""
+        return float("inf") if self.max_abs_error == 0 else self.allowed / self.max_abs_error
+
+
+@dataclass
+class GradcheckReport:
+    """All tensors' comparisons. Truthy when every tensor passed; prints as a table."""
+
+    checks: list[TensorCheck] = field(default_factory=list)
+    eps: float = 1e-6
+    atol: float = 1e-8
+    rtol: float = 1e-6
+    note: str = ""  # why a correct backward may fail (a forward in float32), printed with the verdict
+    user_atol: bool = True  # atol given by the caller: every tensor must be able to fail under it
+
+    @property
+    def passed(self) -> bool:
+        return all(c.passed for c in self.checks)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __getitem__(self, name: str) -> TensorCheck:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    @property
+    def failures(self) -> list[TensorCheck]:
+        return [c for c in self.checks if not c.passed]
+
+    def __str__(self) -> str:
+        header = "tensor           shape         max abs err  max rel err    allowed    margin  result"
+        rows = [header, "-" * len(header)]
+        for c in self.checks:
+            shape = "x".join(map(str, c.shape)) + (" (dir)" if c.directional else "")
+            margin = "inf" if c.margin == float("inf") else f"{c.margin:.3g}x"
+            rows.append(
+                f"{c.name:<16} {shape:<12} {c.max_abs_error:>12.3e} {c.max_rel_error:>12.3e} "
+                f"{c.allowed:>10.2e} {margin:>9}  {'ok' if c.passed else 'FAIL'}"
+            )
+        rows.append(f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {'PASSED' if self.passed else 'FAILED'}")
+        if self.note and not self.passed:
+            rows.append(self.note)
+        return "\n".join(rows)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        """The table as HTML (Jupyter)."""
+        rows = [
+            [c.name, "x".join(map(str, c.shape)) + (" (dir)" if c.directional else ""), f"{c.max_abs_error:.3e}",
+             f"{c.max_rel_error:.3e}", f"{c.allowed:.2e}", "inf" if c.margin == float("inf") else f"{c.margin:.3g}x",
+             "ok" if c.passed else "FAIL"]
+            for c in self.checks
+        ]
+        header = ["tensor", "shape", "max abs err", "max rel err", "allowed", "margin", "result"]
+        verdict = f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {'PASSED' if self.passed else 'FAILED'}"
+        return _html.wrap(_html.table(header, rows, caption="gradient check"), text=verdict)
+
+
+def max_relative_error(error: np.ndarray, reference: np.ndarray) -> float:
+    """max |error| / |reference| over the entries with an error; inf where the reference is exactly 0
+    (printed as "inf"; verdicts use the absolute error and ``allowed``, never this number)."""
+    wrong = error > 0
+    if not np.any(wrong):
+        return 0.0
+    ref = np.abs(reference[wrong])
+    if np.any(ref == 0):
+        return float("inf")
+    return float(np.max(error[wrong] / ref))
+
+
+def _check_can_fail(report: GradcheckReport) -> None:
+    """Refuse a report whose checks could not have failed: for the largest gradient compared, atol
+    and rtol would let a gradient off by 0.01% (x 1.0001), or one with its sign flipped, pass."""
+    if not report.checks:
+        raise ConfigError(
+            "gradcheck: nothing was compared (every parameter is frozen and the input is not checked), "
+            "so no wrong gradient could fail the check"
+        )
+    largest = max((c.scale for c in report.checks), default=0.0)
+    # All gradients zero: the check still fails any analytical gradient above atol.
+    if largest > 0.0 and report.atol + report.rtol * largest >= DETECTS * largest:
+        raise ConfigError(
+            f"gradcheck: atol={report.atol:g} is too wide for these gradients (the largest is {largest:.3g}): "
+            f"a gradient off by 0.01% (x 1.0001) or with its sign flipped would pass; "
+            f"use atol < {(DETECTS - report.rtol) * largest:.2g}"
+        )
+    # A caller's atol, per tensor: each tensor whose gradient is above the default atol must fail
+    # with its sign flipped (an error of twice its scale).
+    for c in report.checks if report.user_atol else ():
+        if c.scale > 1e-8 and c.allowed >= 2 * c.scale:
+            raise ConfigError(
+                f"gradcheck: atol={report.atol:g} is too wide for {c.name} (its gradient's largest magnitude "
+                f"is {c.scale:.3g}): its gradient with the sign flipped would pass; "
+                f"use atol < {(2 - report.rtol) * c.scale:.2g}"
+            )
+
+
+def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
+    _check_can_fail(report)
+    if raise_exception and not report.passed:
+        c = report.failures[0]
+        where = f"direction {c.worst_index[0]}" if c.directional else f"index {c.worst_index}"
+        raise GradcheckError(
+            f"gradient of {c.name} is wrong at {where}: numerical {c.numerical:.10g}, analytical {c.analytical:.10g} "
+            f"(max abs error {c.max_abs_error:.3e} > allowed {c.allowed:.3e})\n{report}"
+        )
+    return report

@@ -1,0 +1,115 @@
+"""What the gradient checks refuse before comparing anything (settings, eps, the forward's output),
+and the default atol (the finite differences' rounding noise)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from npattn._checks import check_bool, check_finite, check_nonnegative_int, check_positive_int, from_tensor
+from npattn.errors import ConfigError, GradcheckError
+from npattn.gradcheck.report import DETECTS, GradcheckReport
+
+__all__ = ["DIFFERENCE_NOISE", "MIN_EPS", "difference_noise"]
+
+DIFFERENCE_NOISE = 10.0
+"""How many times the finite differences' rounding noise the default atol allows (``difference_noise``)."""
+
+MIN_EPS = 1e-10
+"""The smallest eps, relative to the largest magnitude perturbed (and absolute below magnitude 1)."""
+
+
+def difference_noise(out: np.ndarray, G: np.ndarray, eps: float) -> float:
+    """The rounding noise of a central difference of L = sum(out * G): ``DIFFERENCE_NOISE`` times
+    float64's epsilon (2.2e-16) times sum|out * G|, over eps. Part of gradcheck's default atol (a
+    large output next to a small one makes the small tensor's differences that noisy)."""
+    return DIFFERENCE_NOISE * float(np.finfo(np.float64).eps) * float(np.sum(np.abs(out * G))) / eps
+
+
+def _precision_hint(out: Any) -> str:
+    """Why a correct backward may fail here: a forward output in float32 (or lower), or float64
+    values that are all float32 numbers (computed in float32 inside); "" otherwise."""
+    arr = np.asarray(out)
+    if arr.dtype.kind == "f" and arr.dtype.itemsize < 8:
+        inside = f"returns {arr.dtype}"
+    elif arr.dtype == np.float64 and np.any(arr != np.round(arr)) and np.array_equal(arr, arr.astype(np.float32)):
+        inside = "returns float64 values that are all float32 numbers (float32 inside?)"
+    else:
+        return ""
+    return (
+        f"note: the forward {inside}: finite differences of float32 are rounding noise, so a correct "
+        "backward fails here; gradcheck needs the forward to compute in float64"
+    )
+
+
+def _check_settings(eps: float, atol: float, rtol: float, n_directions: int, seed: int, **flags: bool) -> None:
+    """Refuse settings under which a check could not fail (or could not pass)."""
+    if not check_finite(eps, "eps") > 0:
+        raise ConfigError(f"eps must be > 0, got {eps}")
+    if check_finite(atol, "atol") < 0 or check_finite(rtol, "rtol") < 0:
+        raise ConfigError(f"atol and rtol must be >= 0, got atol={atol}, rtol={rtol}")
+    if rtol >= DETECTS:
+        raise ConfigError(
+            f"rtol must be below {DETECTS:g}, got {rtol:g}: with it a gradient off by 0.01% (x 1.0001) would pass"
+        )
+    check_positive_int(n_directions, "n_directions")
+    check_nonnegative_int(seed, "seed")
+    for name, value in flags.items():
+        check_bool(value, name)
+
+
+def _check_eps(eps: float, perturbed: Sequence[np.ndarray]) -> None:
+    """Refuse an eps too small for float64 at the magnitudes it perturbs (see the module docstring)."""
+    largest = max((float(np.max(np.abs(a), initial=0.0)) for a in perturbed), default=0.0)
+    smallest = MIN_EPS * max(1.0, largest)
+    if eps < smallest:
+        raise ConfigError(
+            f"eps={eps:g} is too small for float64 at these magnitudes (the largest is {largest:.3g}): rounding "
+            f"x + eps errs by up to 1.1e-16 |x|, which swamps the numerical gradient; use eps >= {smallest:.2g} "
+            f"({MIN_EPS:g} times the largest magnitude, at least {MIN_EPS:g})"
+        )
+
+
+def _check_output(out: Any, who: str) -> np.ndarray:
+    """The forward's output as an array of floats. Refuses anything else (a tuple, None, integers:
+    L = sum(out * G) needs floats, and integers are piecewise constant, so their finite differences
+    are 0) and an output holding NaN or inf: no numerical gradient can be taken through it.
+
+    Raises:
+        GradcheckError: not an ndarray (a float, or a torch tensor) of floating-point numbers, naming
+            what it is.
+        ConfigError: NaN or inf in it.
+    """
+    out = from_tensor(out)  # a torch tensor as its values
+    if not isinstance(out, (np.ndarray, np.floating, float)):
+        hint = ""
+        if isinstance(out, tuple):
+            hint = " (a forward that returns (out, cache) is a stage pair: check it with gradcheck_stage)"
+        raise GradcheckError(
+            f"{who}: the forward must return an ndarray of floats (the check differentiates "
+            f"L = sum(output * G)), got {type(out).__name__}{hint}"
+        )
+    arr = np.asarray(out)
+    if arr.dtype.kind != "f":
+        raise GradcheckError(
+            f"{who}: the forward must return floating-point numbers, got an output of dtype {arr.dtype}: "
+            "an output of integers (or booleans) is piecewise constant, so its finite differences are 0 "
+            "and no gradient can be compared; return floats"
+        )
+    if not np.all(np.isfinite(arr)):
+        bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+        raise ConfigError(
+            f"{who}: the forward output is not finite ({bad} of {arr.size} entries are NaN or inf), "
+            "so no gradient can be compared; check the forward first"
+        )
+    return arr
+
+
+def _new_report(out: Any, G: np.ndarray, eps: float, atol: float | None, rtol: float) -> GradcheckReport:
+    """The report, with the default atol (None): 1e-8 or, when larger, ``difference_noise``."""
+    user_atol = atol is not None
+    if atol is None:
+        atol = max(1e-8, difference_noise(np.asarray(out, dtype=np.float64), G, eps))
+    return GradcheckReport(eps=eps, atol=atol, rtol=rtol, note=_precision_hint(out), user_atol=user_atol)
