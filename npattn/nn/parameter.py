@@ -14,7 +14,7 @@ import numpy as np
 from npattn._checks import as_array, check_bool
 from npattn.errors import DTypeError, ShapeError
 
-__all__ = ["Parameter", "check_specs", "shared_grads", "zero_grads"]
+__all__ = ["Parameter", "check_specs", "nonfinite_problem", "shared_grads", "zero_grads"]
 
 
 class Parameter:
@@ -199,3 +199,21 @@ def _spec_error(module: Any, owner: Any, name: str, data: np.ndarray, shape: tup
         f"{where} has dtype {data.dtype}, expected {dtype} like the module's other parameters; "
         f"convert the whole module with .to({data.dtype.name}) instead of one parameter"
     )
+
+
+def nonfinite_problem(key: str, value: np.ndarray, dtype: np.dtype, only_overflow: bool = False) -> str:
+    """Why ``value`` cannot go into a floating parameter of ``dtype`` ("" if it can)."""
+    bad = int(value.size - np.count_nonzero(np.isfinite(value)))
+    if bad and only_overflow:
+        return ""  # already non-finite: converting cannot make it worse
+    if bad:
+        return f"non-finite values in {key}: {bad} of {value.size} entries are NaN or inf."
+    with np.errstate(over="ignore"):
+        bad = int(value.size - np.count_nonzero(np.isfinite(value.astype(dtype))))
+    if bad:
+        return (
+            f"values out of range in {key}: {bad} of {value.size} entries overflow {dtype} "
+            f"(largest magnitude {np.max(np.abs(value)):.3g})."
+        )
+    return ""
+
