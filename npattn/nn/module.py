@@ -11,11 +11,10 @@ respect to the input and *accumulates* into every Parameter's ``.grad``.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
-
-import threading
 
 import numpy as np
 

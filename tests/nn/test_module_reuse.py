@@ -51,7 +51,8 @@ def test_a_submodule_called_twice_in_one_forward_refuses_backward() -> None:
     lin = npattn.Linear(3, 3).double()
     m = _Twice(lin)
     m(x)
-    with pytest.raises(BackwardError, match=r"Linear.backward\(\): this instance ran more than once in one forward of _Twice"):
+    twice = r"Linear.backward\(\): this instance ran more than once in one forward of _Twice"
+    with pytest.raises(BackwardError, match=twice):
         m.backward(G)
     assert not lin.weight.grad.any()
     # each forward of its own: the last one is differentiated (two top-level calls are two passes)
