@@ -34,6 +34,7 @@ class Parameter:
     """
 
     grad: np.ndarray | None
+    _converted: str | None  # the type of the last .data assigned, when it was not an ndarray
 
     def __init__(self, data: Any, requires_grad: bool = True) -> None:
         self._requires_grad = check_bool(requires_grad, "requires_grad")
@@ -53,6 +54,7 @@ class Parameter:
                 return
         arr = as_array(value, "Parameter data")
         self._data = arr
+        self._converted = None if isinstance(value, np.ndarray) else type(value).__name__  # for check_specs
         grad = self.grad
         if self._requires_grad and (
             not isinstance(grad, np.ndarray) or grad.shape != arr.shape or grad.dtype != arr.dtype
@@ -183,10 +185,11 @@ def check_specs(module: Any) -> None:
             data = p._data
             spec = specs[name]
             if data.shape != spec[0] or (data.dtype is not spec[1] and data.dtype != spec[1]):
-                _spec_error(module, m, name, data, *spec)
+                _spec_error(module, m, name, p, *spec)
 
 
-def _spec_error(module: Any, owner: Any, name: str, data: np.ndarray, shape: tuple, dtype: np.dtype) -> None:
+def _spec_error(module: Any, owner: Any, name: str, param: Parameter, shape: tuple, dtype: np.dtype) -> None:
+    data = param._data
     prefix = next(n for n, sub in module.named_modules() if sub is owner)
     full = f"{prefix}.{name}" if prefix else name
     where = f"{type(module).__name__}: parameter {full}"
@@ -194,6 +197,11 @@ def _spec_error(module: Any, owner: Any, name: str, data: np.ndarray, shape: tup
         raise ShapeError(
             f"{where} has shape {data.shape}, expected {shape} (the shape the module was built with); "
             f"assign .data an array of shape {shape}, or build a new module for other sizes"
+        )
+    if getattr(param, "_converted", None):  # a list or a number, which NumPy turned into an array of its own dtype
+        raise DTypeError(
+            f"{where} was assigned a {param._converted}, which NumPy converted to {data.dtype}; expected "
+            f"{dtype} (the module's dtype): assign an array of that dtype, e.g. np.asarray(value, dtype=np.{dtype})"
         )
     raise DTypeError(
         f"{where} has dtype {data.dtype}, expected {dtype} like the module's other parameters; "
