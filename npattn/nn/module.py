@@ -11,6 +11,7 @@ respect to the input and *accumulates* into every Parameter's ``.grad``.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -50,8 +51,8 @@ class Module:
     _cache: Any
     _recorder: Recorder | None
     _forward_count: int
-    _outer_call: tuple[int, str]  # the outermost call this module's last forward ran in
-    _repeated: bool  # this module ran more than once in that call: its cache holds the last use only
+    _outer_call: int  # the number of the outermost call this module's last forward ran in
+    _repeated: str  # the outermost module, if this one ran more than once in it (its cache holds the last use only)
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -63,8 +64,8 @@ class Module:
         object.__setattr__(self, "_cache", None)
         object.__setattr__(self, "_recorder", None)
         object.__setattr__(self, "_forward_count", 0)
-        object.__setattr__(self, "_outer_call", (0, ""))
-        object.__setattr__(self, "_repeated", False)
+        object.__setattr__(self, "_outer_call", 0)
+        object.__setattr__(self, "_repeated", "")
 
     # ------------------------------------------------------------------ registration
     def __setattr__(self, name: str, value: Any) -> None:
@@ -423,12 +424,11 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         check_specs(self)
         object.__setattr__(self, "_forward_count", self._forward_count + 1)  # which forward a loss came from
-        calls = _CALLS
+        calls, state = _CALLS, self.__dict__
         if calls.depth == 0:  # an outermost call: a new forward pass
-            calls.number, calls.outer = calls.number + 1, type(self).__name__
-        call = (calls.number, calls.outer)
-        object.__setattr__(self, "_repeated", self._outer_call == call)
-        object.__setattr__(self, "_outer_call", call)
+            calls.number, calls.outer = next(_PASSES), type(self).__name__
+        state["_repeated"] = calls.outer if state.get("_outer_call") == calls.number else ""
+        state["_outer_call"] = calls.number
         calls.depth += 1
         try:
             return self.forward(*args, **kwargs)
@@ -449,7 +449,7 @@ class Module:
         if self._repeated:
             raise BackwardError(
                 f"{type(self).__name__}.backward(): this instance ran more than once in one forward of "
-                f"{self._outer_call[1]}, and a module keeps the cache of its last use only (the gradients of the "
+                f"{self._repeated}, and a module keeps the cache of its last use only (the gradients of the "
                 "earlier uses would be wrong): give each use its own instance"
             )
         return cache
@@ -472,6 +472,9 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+_PASSES = itertools.count(1)  # numbers the outermost calls of every thread: no two are equal
 
 
 class _Calls(threading.local):
