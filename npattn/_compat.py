@@ -16,7 +16,6 @@ from typing import Any
 # old path -> the module that now holds all of it
 MOVED = {
     "functional": "npattn.nn.functional",
-    "module": "npattn.nn.module",
     "layers": "npattn.nn.layers",
     "attention": "npattn.nn.attention",
     "losses": "npattn.nn.losses",
@@ -32,6 +31,7 @@ MOVED = {
 }
 # old path -> the modules its contents were split into, searched in order
 SPLIT = {
+    "module": ("npattn.nn.module", "npattn.nn.sequential"),
     "trace": (
         "npattn.debug.formulas",
         "npattn.debug.weights",

@@ -11,6 +11,7 @@ from npattn.kernels import fused, tiled
 from npattn.kernels.dispatch import (
     AUTO_SMALL,
     AUTO_TILED_BYTES,
+    FAST_SCORE_LIMIT,
     IMPLS,
     attention,
     attention_backward,
@@ -22,6 +23,7 @@ from npattn.kernels.dispatch import (
 __all__ = [
     "AUTO_SMALL",
     "AUTO_TILED_BYTES",
+    "FAST_SCORE_LIMIT",
     "IMPLS",
     "attention",
     "attention_backward",

@@ -30,6 +30,8 @@ Every attention class calls these two instead of ``functional.attention_forward`
   slabs, ``benchmarks/bench_mha.py`` shows the tiled path ahead: the fused path's batched
   products are BLAS calls that each wait for every BLAS thread, which on a busy machine costs
   several times the arithmetic, while the tiled path hands work to the cores once per call.
+- Whatever ``impl`` says, finite inputs whose scaled scores may pass FAST_SCORE_LIMIT run on
+  the reference path (every softmax row is one-hot there; see FAST_SCORE_LIMIT).
 
 Inputs are (..., n, k), (..., m, k), (..., m, kv): one head (n, k), a batch (b, n, k) or heads
 (b, h, n, k). ``causal=True`` applies the book's mask (key j > query i masked).
@@ -64,6 +66,7 @@ from npattn.nn.functional.contract import StageCache, check_bool_mask, check_dro
 __all__ = [
     "AUTO_SMALL",
     "AUTO_TILED_BYTES",
+    "FAST_SCORE_LIMIT",
     "IMPLS",
     "attention",
     "attention_backward",
@@ -77,6 +80,14 @@ AUTO_SMALL = 192 * 192
 """``impl="auto"`` runs the reference path when n * m is at most this (measured crossover, d = 64)."""
 AUTO_TILED_BYTES = 256 * 2**20
 """``impl="auto"`` runs the tiled path when one (..., n, m) buffer would take more bytes than this."""
+FAST_SCORE_LIMIT = 1e6
+"""The fused and tiled paths run only while sqrt(k) * max|queries| * max|keys|, a bound on every
+|scaled score|, is at most this (finite inputs; any ``impl``); beyond it the reference path runs.
+There every softmax row is saturated: the reference's weights underflow to exactly 0 and so do its
+score gradients, while the fast paths' D = rowsum(G * context_vec) leaves a rounding residue in
+(dA - D) at each row's maximum (eps * |G| * |values|, times |keys| in d_queries): harmless at
+ordinary sizes, but with float32 inputs of 1e17 it overflowed the weight gradients to inf where
+the true gradient is 0."""
 
 
 def check_impl(impl: Any) -> str:
@@ -194,6 +205,8 @@ def attention(
     if not plain:
         mask, dropout_keep = _check_options(causal, mask, dropout_keep, dropout_p, record, block_q, block_k)
     chosen = choose_impl(impl, *arrays, dropout=dropout_keep is not None or mask is not None, record=record)
+    if chosen != "reference" and _saturated(arrays[0], arrays[1]):
+        chosen = "reference"  # see FAST_SCORE_LIMIT
     options: dict[str, Any] = {} if plain else {
         "dropout_keep": dropout_keep, "dropout_p": dropout_p, "block_q": block_q, "block_k": block_k, "record": record
     }
@@ -216,6 +229,14 @@ def attention(
     if chosen != "reference" or out.dtype != dtype:
         out = out.astype(dtype)
     return out, stage_cache((chosen, inner, compute, dtypes, out.shape), "kernels.attention", (out.shape,))
+
+
+def _saturated(q: np.ndarray, k: np.ndarray) -> bool:
+    """Finite inputs whose scaled scores may exceed FAST_SCORE_LIMIT (a bound: sqrt(k) max|q| max|k|)."""
+    big_q, big_k = max(float(q.max()), -float(q.min())), max(float(k.max()), -float(k.min()))
+    if not (math.isfinite(big_q) and math.isfinite(big_k)):
+        return False  # NaN or inf inputs keep their path (docs/errors.md, "NaN and inf")
+    return math.sqrt(q.shape[-1]) * big_q * big_k > FAST_SCORE_LIMIT
 
 
 def _check_options(

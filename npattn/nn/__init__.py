@@ -2,8 +2,8 @@
 
     functional/     stage forward/backward pairs (the math, written once)
     parameter.py    Parameter (a trainable array and its .grad)
-    module.py       Module, ModuleList (and Parameter, re-exported)
-    sequential.py   Sequential
+    module.py       Module (and Parameter, re-exported)
+    sequential.py   ModuleList, Sequential
     layers.py       Linear, Dropout
     losses.py       MSELoss, CrossEntropyLoss (and their functional pairs)
     attention.py    the chapter-3 classes: SelfAttention_v1/v2, CausalAttention,
@@ -23,8 +23,8 @@ from npattn.nn.attention import (
 from npattn.nn.gpt import GPT_CONFIG_124M, GPTModel, TransformerBlock, generate_text_simple
 from npattn.nn.layers import Dropout, Linear
 from npattn.nn.losses import CrossEntropyLoss, MSELoss
-from npattn.nn.module import IncompatibleKeys, Module, ModuleList, Parameter
-from npattn.nn.sequential import Sequential
+from npattn.nn.module import IncompatibleKeys, Module, Parameter
+from npattn.nn.sequential import ModuleList, Sequential
 from npattn.nn.transformer import GELU, Embedding, FeedForward, LayerNorm
 
 __all__ = [

@@ -26,7 +26,8 @@ from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
 from npattn.nn.functional import Recorder
 from npattn.nn.layers import Dropout, Linear
-from npattn.nn.module import Module, ModuleList, Parameter
+from npattn.nn.module import Module, Parameter
+from npattn.nn.sequential import ModuleList
 from npattn.random import RNGLike, resolve_rng, uniform_init
 
 __all__ = [
@@ -153,8 +154,7 @@ class _ProjectedAttention(Module):
         """Stage 1: x (..., n, d_in) -> queries, keys, values (..., n, d_out), and the cache.
 
         The three Linear layers as one product (``F.project_qkv_forward``, weights side by side),
-        then each layer's bias.
-        """
+        then each layer's bias."""
         if record:
             record("x", x)
         layers = (self.W_query, self.W_key, self.W_value)

@@ -4,15 +4,17 @@ A Module registers every Parameter, buffer and sub-Module assigned to it as an a
 assignment order, and offers ``parameters``, ``named_parameters`` (dotted names such as
 ``heads.0.W_query.weight``), ``state_dict``/``load_state_dict``, ``train``/``eval``,
 ``zero_grad``, ``requires_grad_``, ``to(dtype)``/``to("cpu")`` and ``__call__ -> forward``
-(``Sequential`` lives in :mod:`npattn.nn.sequential`). Unlike PyTorch there is no autograd:
+(``ModuleList`` and ``Sequential`` live in :mod:`npattn.nn.sequential`). Unlike PyTorch there is no autograd:
 each Module implements ``backward(grad_output)`` by hand, which returns the gradient with
 respect to the input and *accumulates* into every Parameter's ``.grad``.
 """
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -20,9 +22,9 @@ import numpy as np
 from npattn._checks import as_array, check_bool, check_float_dtype, device_name, grad_problem
 from npattn.errors import BackwardError, ConfigError, DTypeError, StateDictError
 from npattn.nn.functional import Recorder
-from npattn.nn.parameter import Parameter, check_specs, shared_grads, zero_grads
+from npattn.nn.parameter import Parameter, check_specs, nonfinite_problem, shared_grads, zero_grads
 
-__all__ = ["IncompatibleKeys", "Module", "ModuleList", "Parameter"]
+__all__ = ["IncompatibleKeys", "Module", "Parameter"]
 
 
 class IncompatibleKeys(NamedTuple):
@@ -49,6 +51,8 @@ class Module:
     _cache: Any
     _recorder: Recorder | None
     _forward_count: int
+    _outer_call: int  # the number of the outermost call this module's last forward ran in
+    _repeated: str  # the outermost module, if this one ran more than once in it (its cache holds the last use only)
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -60,6 +64,8 @@ class Module:
         object.__setattr__(self, "_cache", None)
         object.__setattr__(self, "_recorder", None)
         object.__setattr__(self, "_forward_count", 0)
+        object.__setattr__(self, "_outer_call", 0)
+        object.__setattr__(self, "_repeated", "")
 
     # ------------------------------------------------------------------ registration
     def __setattr__(self, name: str, value: Any) -> None:
@@ -231,7 +237,7 @@ class Module:
         too_large = [
             problem
             for name, arr in floating + grads
-            if (problem := _nonfinite_problem(name, arr, dtype, only_overflow=True))
+            if (problem := nonfinite_problem(name, arr, dtype, only_overflow=True))
         ]
         if too_large:  # checked before anything is converted: a refused call changes nothing
             raise DTypeError(f"Module.to({dtype}) would turn finite values into inf: " + " ".join(too_large))
@@ -338,7 +344,7 @@ class Module:
                 problems.append(f"{key} is not the book's causal mask: expected True (or 1) only above the diagonal.")
                 continue
             if target.dtype.kind == "f":
-                problem = _nonfinite_problem(key, value, target.dtype)
+                problem = nonfinite_problem(key, value, target.dtype)
                 if problem:
                     problems.append(problem)
                     continue
@@ -418,10 +424,20 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         check_specs(self)
         object.__setattr__(self, "_forward_count", self._forward_count + 1)  # which forward a loss came from
-        return self.forward(*args, **kwargs)
+        calls, state = _CALLS, self.__dict__
+        if calls.depth == 0:  # an outermost call: a new forward pass
+            calls.number, calls.outer = next(_PASSES), type(self).__name__
+        state["_repeated"] = calls.outer if state.get("_outer_call") == calls.number else ""
+        state["_outer_call"] = calls.number
+        calls.depth += 1
+        try:
+            return self.forward(*args, **kwargs)
+        finally:
+            calls.depth -= 1
 
     def _saved(self) -> Any:
-        """The cache of the last forward; raises BackwardError if there was none."""
+        """The cache of the last forward; raises BackwardError if there was none, or if this
+        module ran more than once within that forward pass (the cache holds the last use only)."""
         cache = self._cache
         if cache is None or isinstance(cache, str):
             why = "called before forward()"
@@ -429,6 +445,12 @@ class Module:
                 why = f"called after {cache}, which discarded the last forward"
             raise BackwardError(
                 f"{type(self).__name__}.backward() {why}: run a forward pass first (forward stores what backward needs)"
+            )
+        if self._repeated:
+            raise BackwardError(
+                f"{type(self).__name__}.backward(): this instance ran more than once in one forward of "
+                f"{self._repeated}, and a module keeps the cache of its last use only (the gradients of the "
+                "earlier uses would be wrong): give each use its own instance"
             )
         return cache
 
@@ -452,45 +474,19 @@ class Module:
         return head + "\n  " + "\n  ".join(lines) + "\n)"
 
 
+_PASSES = itertools.count(1)  # numbers the outermost calls of every thread: no two are equal
+
+
+class _Calls(threading.local):
+    """Per thread: how deep the current chain of Module calls is, and which outermost call it is."""
+
+    depth = 0
+    number = 0
+    outer = ""
+
+
+_CALLS = _Calls()
 _DISCARDED_BY_LOAD = "load_state_dict()"
 _DISCARDED_BY_TO = "to()"
 """What ``_cache`` holds after a call that discarded the last forward (``_saved`` names it)."""
 
-
-def _nonfinite_problem(key: str, value: np.ndarray, dtype: np.dtype, only_overflow: bool = False) -> str:
-    """Why ``value`` cannot go into a floating parameter of ``dtype`` ("" if it can)."""
-    bad = int(value.size - np.count_nonzero(np.isfinite(value)))
-    if bad and only_overflow:
-        return ""  # already non-finite: converting cannot make it worse
-    if bad:
-        return f"non-finite values in {key}: {bad} of {value.size} entries are NaN or inf."
-    with np.errstate(over="ignore"):
-        bad = int(value.size - np.count_nonzero(np.isfinite(value.astype(dtype))))
-    if bad:
-        return (
-            f"values out of range in {key}: {bad} of {value.size} entries overflow {dtype} "
-            f"(largest magnitude {np.max(np.abs(value)):.3g})."
-        )
-    return ""
-
-
-class ModuleList(Module):
-    """Holds sub-Modules in a list, registered as ``"0"``, ``"1"``, ... (``nn.ModuleList``)."""
-
-    def __init__(self, modules: Iterable[Module] | None = None) -> None:
-        super().__init__()
-        for module in modules or ():
-            self.append(module)
-
-    def append(self, module: Module) -> ModuleList:
-        self.add_module(str(len(self._modules)), module)
-        return self
-
-    def __getitem__(self, index: int) -> Module:
-        return list(self._modules.values())[index]
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())

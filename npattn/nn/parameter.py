@@ -14,7 +14,7 @@ import numpy as np
 from npattn._checks import as_array, check_bool
 from npattn.errors import DTypeError, ShapeError
 
-__all__ = ["Parameter", "check_specs", "shared_grads", "zero_grads"]
+__all__ = ["Parameter", "check_specs", "nonfinite_problem", "shared_grads", "zero_grads"]
 
 
 class Parameter:
@@ -34,6 +34,7 @@ class Parameter:
     """
 
     grad: np.ndarray | None
+    _converted: str | None  # the type of the last .data assigned, when it was not an ndarray
 
     def __init__(self, data: Any, requires_grad: bool = True) -> None:
         self._requires_grad = check_bool(requires_grad, "requires_grad")
@@ -53,6 +54,7 @@ class Parameter:
                 return
         arr = as_array(value, "Parameter data")
         self._data = arr
+        self._converted = None if isinstance(value, np.ndarray) else type(value).__name__  # for check_specs
         grad = self.grad
         if self._requires_grad and (
             not isinstance(grad, np.ndarray) or grad.shape != arr.shape or grad.dtype != arr.dtype
@@ -183,10 +185,11 @@ def check_specs(module: Any) -> None:
             data = p._data
             spec = specs[name]
             if data.shape != spec[0] or (data.dtype is not spec[1] and data.dtype != spec[1]):
-                _spec_error(module, m, name, data, *spec)
+                _spec_error(module, m, name, p, *spec)
 
 
-def _spec_error(module: Any, owner: Any, name: str, data: np.ndarray, shape: tuple, dtype: np.dtype) -> None:
+def _spec_error(module: Any, owner: Any, name: str, param: Parameter, shape: tuple, dtype: np.dtype) -> None:
+    data = param._data
     prefix = next(n for n, sub in module.named_modules() if sub is owner)
     full = f"{prefix}.{name}" if prefix else name
     where = f"{type(module).__name__}: parameter {full}"
@@ -195,7 +198,30 @@ def _spec_error(module: Any, owner: Any, name: str, data: np.ndarray, shape: tup
             f"{where} has shape {data.shape}, expected {shape} (the shape the module was built with); "
             f"assign .data an array of shape {shape}, or build a new module for other sizes"
         )
+    if getattr(param, "_converted", None):  # a list or a number, which NumPy turned into an array of its own dtype
+        raise DTypeError(
+            f"{where} was assigned a {param._converted}, which NumPy converted to {data.dtype}; expected "
+            f"{dtype} (the module's dtype): assign an array of that dtype, e.g. np.asarray(value, dtype=np.{dtype})"
+        )
     raise DTypeError(
         f"{where} has dtype {data.dtype}, expected {dtype} like the module's other parameters; "
         f"convert the whole module with .to({data.dtype.name}) instead of one parameter"
     )
+
+
+def nonfinite_problem(key: str, value: np.ndarray, dtype: np.dtype, only_overflow: bool = False) -> str:
+    """Why ``value`` cannot go into a floating parameter of ``dtype`` ("" if it can)."""
+    bad = int(value.size - np.count_nonzero(np.isfinite(value)))
+    if bad and only_overflow:
+        return ""  # already non-finite: converting cannot make it worse
+    if bad:
+        return f"non-finite values in {key}: {bad} of {value.size} entries are NaN or inf."
+    with np.errstate(over="ignore"):
+        bad = int(value.size - np.count_nonzero(np.isfinite(value.astype(dtype))))
+    if bad:
+        return (
+            f"values out of range in {key}: {bad} of {value.size} entries overflow {dtype} "
+            f"(largest magnitude {np.max(np.abs(value)):.3g})."
+        )
+    return ""
+

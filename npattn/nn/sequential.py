@@ -1,4 +1,5 @@
-"""Sequential: PyTorch's ``nn.Sequential``, with the backward that runs its children in reverse.
+"""The containers: PyTorch's ``nn.ModuleList`` and ``nn.Sequential``, with the backward that runs
+Sequential's children in reverse.
 
 Children are registered as ``"0"``, ``"1"``, ... (so ``state_dict`` keys read ``0.weight``,
 ``1.bias``, like PyTorch's). forward feeds each child's output to the next; backward hands the
@@ -8,23 +9,60 @@ gradient to the last child first and passes each child's input gradient to the o
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, overload
 
 import numpy as np
 
-from npattn.nn.module import Module, ModuleList, Parameter
+from npattn.errors import ConfigError
+from npattn.nn.module import Module, Parameter
 
-__all__ = ["Sequential"]
+__all__ = ["ModuleList", "Sequential"]
+
+
+class ModuleList(Module):
+    """Holds sub-Modules in a list, registered as ``"0"``, ``"1"``, ... (``nn.ModuleList``).
+    A slice is a new ModuleList of the same modules (renumbered from ``"0"``)."""
+
+    def __init__(self, modules: Iterable[Module] | None = None) -> None:
+        super().__init__()
+        for module in modules or ():
+            self.append(module)
+
+    def append(self, module: Module) -> ModuleList:
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    @overload
+    def __getitem__(self, index: int) -> Module: ...
+    @overload
+    def __getitem__(self, index: slice) -> ModuleList: ...
+    def __getitem__(self, index: int | slice) -> Module | ModuleList:
+        if isinstance(index, slice):
+            return ModuleList(list(self._modules.values())[index])
+        return list(self._modules.values())[index]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
 
 
 class Sequential(ModuleList):
     """``Sequential(a, b, c)`` or ``Sequential(OrderedDict(name=module, ...))``.
 
     forward: x -> c(b(a(x))); backward: grad_output -> a.backward(b.backward(c.backward(grad_output))).
-    Indexing, ``len``, iteration and ``append`` are ``ModuleList``'s.
+    Indexing, ``len``, iteration and ``append`` are ``ModuleList``'s; a slice is a Sequential of
+    the same modules under the same names (as in PyTorch).
+
+    One module instance may sit only once in a Sequential's tree: a module keeps the cache of its
+    last forward only, so the backward of its first use would read the second use's input and
+    give wrong parameter gradients. Build a second instance for the second position.
 
     Raises:
-        ConfigError: a child that is not an npattn Module (``Sequential(3)``).
+        ConfigError: a child that is not an npattn Module (``Sequential(3)``); a module instance
+            that would sit twice in the tree (``Sequential(l, l)``), naming both positions.
     """
 
     def __init__(self, *modules: Module | OrderedDict[str, Module]) -> None:
@@ -33,6 +71,21 @@ class Sequential(ModuleList):
         pairs = first.items() if isinstance(first, OrderedDict) else ((str(i), m) for i, m in enumerate(modules))
         for name, module in pairs:
             self.add_module(name, module)  # type: ignore[arg-type]  # add_module refuses non-Modules
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, Module) and "_modules" in self.__dict__:
+            children = [(n, m) for n, m in self._modules.items() if n != name] + [(name, value)]
+            _refuse_repeats(children)
+        super().__setattr__(name, value)
+
+    @overload
+    def __getitem__(self, index: int) -> Module: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequential: ...
+    def __getitem__(self, index: int | slice) -> Module | Sequential:
+        if isinstance(index, slice):
+            return Sequential(OrderedDict(list(self._modules.items())[index]))
+        return list(self._modules.values())[index]
 
     def forward(self, x: Any) -> Any:
         for module in self._modules.values():
@@ -48,3 +101,23 @@ class Sequential(ModuleList):
             # the input gradient of this child is the output gradient of the one before
             grad = self._child_gradients(module, grad, grads)
         return grad, grads
+
+
+def _refuse_repeats(children: list[tuple[str, Module]]) -> None:
+    """ConfigError if one module instance sits at two places of the tree below ``children``."""
+    where: dict[int, str] = {}
+
+    def walk(module: Module, path: str) -> None:
+        if id(module) in where:
+            raise ConfigError(
+                f"Sequential: the same {type(module).__name__} instance would sit at {where[id(module)]!r} and "
+                f"{path!r}; a module keeps the cache of its last forward only, so backward would differentiate "
+                "both uses with the second one's input (wrong gradients): build a second instance for the "
+                "second position"
+            )
+        where[id(module)] = path
+        for child_name, child in module._modules.items():
+            walk(child, f"{path}.{child_name}")
+
+    for name, module in children:
+        walk(module, name)

@@ -311,6 +311,7 @@ def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tup
     float16 weights (PyTorch's CPU kernels compute half in float), in the weights' dtype for
     float32 and float64 (float64 for int weights), then rounded once to that dtype; so the
     output is PyTorch's bit for bit (float16 included: 1/(1 - 0.3) is 1.429 there, not 1.428).
+    The cache holds a copy of keep (the output already used it).
 
     Raises:
         ConfigError: p outside [0, 1). DTypeError: keep not a bool array.
@@ -323,7 +324,8 @@ def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tup
     wide = np.promote_types(dtype, np.float32)  # PyTorch's opmath type: float for half
     scale = (np.ones((), dtype=wide) / np.asarray(1.0 - p, dtype=wide)).astype(dtype)
     out = attn_weights * keep * scale
-    return out, (keep, scale)
+    # A private copy: editing the caller's keep before backward cannot change the gradient.
+    return out, (keep.copy(), scale)
 
 
 def dropout_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:

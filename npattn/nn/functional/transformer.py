@@ -131,7 +131,8 @@ def layer_norm_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np
 def gelu_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
     """out = 0.5 * x * (1 + tanh(c * (x + 0.044715 * x^3))), c = GELU_SQRT_2_OVER_PI.
 
-    Integer x is computed in float64 (as NumPy's ``np.tanh`` would). Raises DTypeError: bool or complex x.
+    Integer x is computed in float64 (as NumPy's ``np.tanh`` would). Finite wherever the book's
+    GELU is (up to the dtype's largest value). Raises DTypeError: bool or complex x.
     """
     if x.dtype.kind != "f":
         if x.dtype.kind not in "iu":
@@ -139,16 +140,17 @@ def gelu_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
         x = x.astype(np.float64)
     c, a = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(GELU_CUBIC)
     # The book's operations in its order, in place: t = tanh(c * (x + a * (x * x * x))), as
-    # torch.pow(x, 3) multiplies x * x * x; 0.5 * x * (1 + t) equals ((1 + t) * x) * 0.5 exactly.
-    t = x * x
-    t *= x
-    t *= a
-    t += x
-    t *= c
+    # torch.pow(x, 3) multiplies x * x * x; then (0.5 * x) * (1 + t), halving first as the book
+    # does, so a huge x (3e38 in float32) gives x, not inf (x * 2 would overflow).
+    with np.errstate(over="ignore"):  # x^3 may overflow to inf: then t = tanh(+-inf) = +-1, as in torch
+        t = x * x
+        t *= x
+        t *= a
+        t += x
+        t *= c
     np.tanh(t, out=t)
-    out = t + 1
-    out *= x
-    out *= x.dtype.type(0.5)
+    out = x * x.dtype.type(0.5)
+    out *= t + 1
     return out, (x, t)
 
 
@@ -158,10 +160,14 @@ def gelu_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     x, t = cache
     _check_grad("gelu_backward", d_out, x.shape)
     c, a3 = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(3 * GELU_CUBIC)
-    du_dx = x * x  # du/dx = c (1 + 3 a x^2)
-    du_dx *= a3
-    du_dx += 1
-    du_dx *= c
+    with np.errstate(over="ignore"):
+        du_dx = x * x  # du/dx = c (1 + 3 a x^2)
+        du_dx *= a3
+        du_dx += 1
+        du_dx *= c
+    # du/dx overflows to inf only where |x| is so large that t = +-1 exactly (1 - t^2 = 0): the
+    # largest finite value keeps 0 * du/dx at 0 there (the true gradient is 1 or 0), not NaN.
+    np.minimum(du_dx, np.finfo(x.dtype).max, out=du_dx)
     dx = t * t  # dt/dx = (1 - t^2) du/dx
     np.subtract(1, dx, out=dx)
     dx *= du_dx
