@@ -31,6 +31,7 @@ __all__ = [
     "check_seed",
     "device_name",
     "grad_problem",
+    "refuse_masked",
     "stage_arrays",
     "wrap_stages",
 ]
@@ -48,7 +49,8 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
 
     Raises:
         ShapeError: ragged nested lists.
-        DTypeError: complex, object, string or other non-numeric data.
+        DTypeError: complex, object, string or other non-numeric data; a masked array with
+            masked entries (``refuse_masked``).
     """
     if not isinstance(value, np.ndarray):
         value = from_tensor(value)
@@ -58,6 +60,8 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
             raise ShapeError(f"{name}: could not build an array from a ragged sequence ({exc})") from None
     else:
         arr = value
+        if type(arr) is not np.ndarray:
+            refuse_masked(arr, name)
     if arr.dtype == object:
         raise DTypeError(
             f"{name}: expected a real numeric array, got dtype object "
@@ -70,6 +74,22 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
     if arr.dtype.kind != "f":
         return arr.astype(np.float64)
     return arr
+
+
+def refuse_masked(value: Any, name: str) -> None:
+    """A NumPy masked array with masked entries is refused: npattn would compute with the values
+    under its mask as if they were there (a masked array with nothing masked is taken as its data).
+
+    Raises:
+        DTypeError: naming how many entries are masked and what to pass instead.
+    """
+    if isinstance(value, np.ma.MaskedArray) and np.ma.is_masked(value):
+        count = int(np.count_nonzero(np.ma.getmaskarray(value)))
+        raise DTypeError(
+            f"{name}: a masked array with {count} of {value.size} entries masked; npattn does not read "
+            f"masks of masked arrays (it would use the values under them): pass {name}.filled(value), "
+            "or for attention use the mask argument"
+        )
 
 
 def from_tensor(value: Any) -> Any:
@@ -304,7 +324,10 @@ def stage_arrays(fn: _F) -> _F:
     stage = fn.__name__
 
     def convert(value: Any, name: str, optional: bool) -> Any:
-        if type(value) is np.ndarray or isinstance(value, np.ndarray) or (optional and value is None):
+        if type(value) is np.ndarray or (optional and value is None):
+            return value
+        if isinstance(value, np.ndarray):
+            refuse_masked(value, f"{stage}: {name}")
             return value
         if isinstance(value, np.generic):  # a NumPy scalar: the 0-d array it stands for
             return np.asarray(value)
