@@ -171,12 +171,16 @@ def check_grad_output(
 
 
 def check_float_dtype(dtype: Any, name: str = "dtype") -> np.dtype:
-    """Return ``np.dtype(dtype)`` if it is a real floating dtype (float16/32/64), else raise DTypeError."""
+    """Return ``np.dtype(dtype)`` if it is float16, float32 or float64 (a torch dtype such as
+    ``torch.float64`` names its NumPy twin), else raise DTypeError."""
+    text = str(dtype)
+    if type(dtype).__name__ == "dtype" and text.startswith("torch."):  # torch.float64 -> "float64"
+        dtype = text[len("torch.") :]
     try:
         resolved = np.dtype(dtype) if dtype is not None else None
     except TypeError:
         resolved = None
-    if resolved is None or resolved.kind != "f":
+    if resolved is None or resolved.kind != "f" or resolved.itemsize > 8:
         got = repr(dtype) if resolved is None else resolved.name
         raise DTypeError(f"{name} must be a floating dtype such as np.float32 or np.float64, got {got}")
     return resolved

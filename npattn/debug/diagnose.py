@@ -23,7 +23,7 @@ from npattn import _html
 from npattn._checks import as_array
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, float32_allowance, largest
-from npattn.debug.weights import check_weights_and_biases, to_numpy
+from npattn.debug.weights import check_single_head, check_weights_and_biases, to_numpy, weights_of
 from npattn.nn import functional as F
 
 __all__ = ["CATALOGUE", "Diagnosis", "Mistake", "Symptom", "attention_variant", "diagnose"]
@@ -283,10 +283,13 @@ def diagnose(
 
     Raises:
         ConfigError: a weight is missing, or x or a weight holds NaN or inf; atol or rtol negative
-            or not finite, or so wide that an output off by 0.1% would pass. ShapeError, DTypeError:
+            or not finite, or so wide that an output off by 0.1% would pass; the weights of a module
+            with several heads or an out_proj (``weights_of(MultiHeadAttention)``), which diagnose
+            does not model. ShapeError, DTypeError:
             x or the weights do not fit.
     """
     atol, rtol = check_tolerances(atol, rtol, "diagnose")
+    check_single_head(weights if isinstance(weights, Mapping) else weights_of(weights), "diagnose")
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
     raw = as_array(to_numpy(output), "output")
     out = np.asarray(raw, dtype=np.float64)

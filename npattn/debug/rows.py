@@ -12,9 +12,9 @@ import numpy as np
 
 from npattn._checks import as_array, check_positive_int
 from npattn.debug.formulas import WEIGHT_NAMES, kind_of
-from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, float32_allowance
+from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, float32_allowance, largest
 from npattn.debug.trace import Trace, trace
-from npattn.debug.weights import check_weights_and_biases, to_numpy, weights_of
+from npattn.debug.weights import ModuleWeights, check_weights_and_biases, to_numpy, weights_of
 from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
 from npattn.nn.attention import (
@@ -152,6 +152,11 @@ def check_rows(
     h = check_positive_int(num_heads, "num_heads")
     if d_out % h:
         raise ConfigError(f"num_heads={h} does not divide the weights' d_out={d_out}")
+    if isinstance(weights, ModuleWeights) and weights.num_heads != h:
+        raise ConfigError(
+            f"check_rows: these are the weights of a {weights.source} with num_heads={weights.num_heads}, "
+            f"checked with num_heads={h}; pass num_heads={weights.num_heads} (or use npattn.check_rows_of(module, x))"
+        )
     if tokens is not None:
         tokens = list(tokens)
         if len(tokens) != x64.shape[-2]:
@@ -192,7 +197,17 @@ def check_rows(
     if atol is None:  # a float32 output is also allowed float32's documented rounding
         q, k, v = (x64 @ W + b for W, b in zip((Wq, Wk, Wv), biases))
         rounding = float32_allowance(raw, q, k, v, expected, causal=causal, num_heads=h)
-    return RowCheck(expected, out, row_diffs, max(allowed, rounding), tokens, float32=rounding > allowed)
+    tolerance = max(allowed, rounding)
+    if isinstance(weights, ModuleWeights) and weights.out_proj is not None and np.any(row_diffs > tolerance):
+        W_out, b_out = weights.out_proj
+        projected = expected @ W_out + (0.0 if b_out is None else b_out)
+        if np.allclose(out, projected, rtol=1e-4, atol=1e-4 * max(largest(projected), 1e-300)):
+            raise ConfigError(
+                f"check_rows: output is the {weights.source}'s output after out_proj, but check_rows checks "
+                "merged_heads, the rows before it (every head's context vectors side by side): pass "
+                "npattn.trace(module, x)['merged_heads'], or use npattn.check_rows_of(module, x)"
+            )
+    return RowCheck(expected, out, row_diffs, tolerance, tokens, float32=rounding > allowed)
 
 
 def check_rows_of(

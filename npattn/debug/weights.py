@@ -13,6 +13,8 @@ from npattn.debug.formulas import WEIGHT_NAMES
 from npattn.errors import ConfigError, DTypeError, ShapeError
 
 __all__ = [
+    "ModuleWeights",
+    "check_single_head",
     "check_weights",
     "check_weights_and_biases",
     "describe_value",
@@ -22,6 +24,54 @@ __all__ = [
     "to_numpy",
     "weights_of",
 ]
+
+
+class ModuleWeights(dict):
+    """``weights_of``'s result when what it read does more than the three projections of one head:
+    the same dict, plus ``source`` (the class read), ``num_heads`` and ``out_proj`` (its (d_out,
+    d_out) weight as x @ W, and its bias or None), so that the checks that model one head, or the
+    rows before an output projection, can refuse it rather than judge right code wrong."""
+
+    source: str = ""
+    num_heads: int = 1
+    out_proj: tuple[np.ndarray, np.ndarray | None] | None = None
+
+
+def _marked(weights: dict[str, np.ndarray], obj: Any) -> dict[str, np.ndarray]:
+    """``weights`` as a ModuleWeights when ``obj`` has heads or an out_proj, else unchanged."""
+    heads = getattr(obj, "num_heads", 1) if not isinstance(obj, Mapping) else 1
+    heads = heads if isinstance(heads, int) and not isinstance(heads, bool) and heads > 1 else 1
+    if isinstance(obj, Mapping):
+        weight, bias = obj.get("out_proj.weight"), obj.get("out_proj.bias")
+    else:
+        layer = getattr(obj, "out_proj", None)
+        weight, bias = getattr(layer, "weight", None), getattr(layer, "bias", None)
+    if heads == 1 and weight is None:
+        return weights
+    marked = ModuleWeights(weights)
+    marked.source, marked.num_heads = type(obj).__name__, heads
+    if weight is not None:
+        bias_array = None if bias is None else as_array(to_numpy(bias), "out_proj.bias")
+        marked.out_proj = (as_array(to_numpy(weight), "out_proj.weight").T, bias_array)
+    return marked
+
+
+def check_single_head(weights: Any, where: str) -> None:
+    """Refuse the weights of a module with several heads or an out_proj in a check that models
+    one head of attention (``diagnose``).
+
+    Raises:
+        ConfigError: naming the module's heads and out_proj and what to use instead.
+    """
+    if isinstance(weights, ModuleWeights):
+        parts = ([f"{weights.num_heads} heads"] if weights.num_heads > 1 else []) + (
+            ["an out_proj"] if weights.out_proj is not None else []
+        )
+        raise ConfigError(
+            f"{where} models one head of attention without an output projection; these are the weights "
+            f"of a {weights.source or 'module'} with {' and '.join(parts)}: use npattn.check_rows_of(module, x) "
+            "(it checks merged_heads, head by head)"
+        )
 
 
 def to_numpy(value: Any) -> np.ndarray:
@@ -110,7 +160,11 @@ def weights_of(obj: Any, names: Sequence[str] = WEIGHT_NAMES) -> dict[str, np.nd
             f"{type(obj).__name__} has no {', '.join(missing)} (expected {', '.join(names)}; found: "
             f"{', '.join(have) or 'nothing of the kind'})"
         )
-    return out
+    if isinstance(obj, ModuleWeights):  # weights_of of weights_of: the same marks
+        marked = ModuleWeights(out)
+        marked.source, marked.num_heads, marked.out_proj = obj.source, obj.num_heads, obj.out_proj
+        return marked
+    return _marked(out, obj)
 
 
 def check_weights(x: Any, weights: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -30,8 +30,9 @@ Every attention class calls these two instead of ``functional.attention_forward`
   slabs, ``benchmarks/bench_mha.py`` shows the tiled path ahead: the fused path's batched
   products are BLAS calls that each wait for every BLAS thread, which on a busy machine costs
   several times the arithmetic, while the tiled path hands work to the cores once per call.
-- Whatever ``impl`` says, finite inputs whose scaled scores may pass FAST_SCORE_LIMIT run on
-  the reference path (every softmax row is one-hot there; see FAST_SCORE_LIMIT).
+- Whatever ``impl`` says, inputs whose scaled scores may pass FAST_SCORE_LIMIT run on the
+  reference path (every softmax row is one-hot there; see FAST_SCORE_LIMIT), and so do inputs
+  holding NaN or inf (every path then gives the reference's NaN rows).
 
 Inputs are (..., n, k), (..., m, k), (..., m, kv): one head (n, k), a batch (b, n, k) or heads
 (b, h, n, k). ``causal=True`` applies the book's mask (key j > query i masked).
@@ -205,7 +206,7 @@ def attention(
     if not plain:
         mask, dropout_keep = _check_options(causal, mask, dropout_keep, dropout_p, record, block_q, block_k)
     chosen = choose_impl(impl, *arrays, dropout=dropout_keep is not None or mask is not None, record=record)
-    if chosen != "reference" and _saturated(arrays[0], arrays[1]):
+    if chosen != "reference" and _reference_only(*arrays):
         chosen = "reference"  # see FAST_SCORE_LIMIT
     options: dict[str, Any] = {} if plain else {
         "dropout_keep": dropout_keep, "dropout_p": dropout_p, "block_q": block_q, "block_k": block_k, "record": record
@@ -231,11 +232,15 @@ def attention(
     return out, stage_cache((chosen, inner, compute, dtypes, out.shape), "kernels.attention", (out.shape,))
 
 
-def _saturated(q: np.ndarray, k: np.ndarray) -> bool:
-    """Finite inputs whose scaled scores may exceed FAST_SCORE_LIMIT (a bound: sqrt(k) max|q| max|k|)."""
+def _reference_only(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> bool:
+    """Inputs only the reference path gives the reference's numbers for: scaled scores that may
+    exceed FAST_SCORE_LIMIT (a bound: sqrt(k) max|q| max|k|), or NaN or inf anywhere (the fast
+    paths' floored weights would give tiny x inf = inf where the reference's 0 x inf is NaN)."""
+    if not q.size or not k.size:
+        return False
     big_q, big_k = max(float(q.max()), -float(q.min())), max(float(k.max()), -float(k.min()))
-    if not (math.isfinite(big_q) and math.isfinite(big_k)):
-        return False  # NaN or inf inputs keep their path (docs/errors.md, "NaN and inf")
+    if not (math.isfinite(big_q) and math.isfinite(big_k)) or not math.isfinite(float(np.add.reduce(v, None))):
+        return True  # NaN or inf (a sum of finite values that overflows only costs the reference path)
     return math.sqrt(q.shape[-1]) * big_q * big_k > FAST_SCORE_LIMIT
 
 

@@ -73,6 +73,8 @@ class Module:
         if params is None:
             raise AttributeError(f"cannot assign {name!r} before Module.__init__() call")
         buffers, modules = self._buffers, self._modules
+        if isinstance(value, (Parameter, Module)) and (not name or "." in name):  # state_dict joins names with '.'
+            raise ConfigError(f"a parameter or module name must be non-empty and without '.', got {name!r}")
         if isinstance(value, Parameter):
             buffers.pop(name, None)
             modules.pop(name, None)
@@ -83,12 +85,12 @@ class Module:
             buffers.pop(name, None)
             modules[name] = value
         elif name in params:
-            raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r} (npattn.Parameter expected)")
+            raise DTypeError(f"cannot assign {type(value).__name__} as parameter {name!r} (npattn.Parameter expected)")
         elif name in modules:
-            raise TypeError(f"cannot assign {type(value).__name__} as child module {name!r} (npattn.Module expected)")
+            raise DTypeError(f"cannot assign {type(value).__name__} as child module {name!r} (npattn.Module expected)")
         elif name in buffers:
             if not isinstance(value, np.ndarray):
-                raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r} (ndarray expected)")
+                raise DTypeError(f"cannot assign {type(value).__name__} as buffer {name!r} (ndarray expected)")
             buffers[name] = value
         object.__setattr__(self, name, value)
 
@@ -101,7 +103,7 @@ class Module:
     def register_parameter(self, name: str, param: Parameter) -> None:
         """Same as ``setattr(self, name, param)``."""
         if not isinstance(param, Parameter):
-            raise TypeError(f"register_parameter expects an npattn.Parameter, got {type(param).__name__}")
+            raise DTypeError(f"register_parameter expects an npattn.Parameter, got {type(param).__name__}")
         setattr(self, name, param)
 
     def register_buffer(self, name: str, tensor: np.ndarray, persistent: bool = True) -> None:

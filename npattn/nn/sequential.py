@@ -14,10 +14,20 @@ from typing import Any, overload
 
 import numpy as np
 
-from npattn.errors import ConfigError
+from npattn.errors import ConfigError, DTypeError
 from npattn.nn.module import Module, Parameter
 
 __all__ = ["ModuleList", "Sequential"]
+
+
+def _at(modules: list[Module], index: Any, owner: str) -> Module:
+    """``modules[index]`` for an integer index; an IndexError naming the index and the length (as
+    PyTorch's containers raise) instead of a bare "list index out of range"."""
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        raise DTypeError(f"{owner} indices must be integers or slices, got {type(index).__name__}")
+    if not -len(modules) <= index < len(modules):
+        raise IndexError(f"{owner} index {int(index)} is out of range: it holds {len(modules)} modules")
+    return modules[int(index)]
 
 
 class ModuleList(Module):
@@ -40,7 +50,7 @@ class ModuleList(Module):
     def __getitem__(self, index: int | slice) -> Module | ModuleList:
         if isinstance(index, slice):
             return ModuleList(list(self._modules.values())[index])
-        return list(self._modules.values())[index]
+        return _at(list(self._modules.values()), index, type(self).__name__)
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -85,7 +95,7 @@ class Sequential(ModuleList):
     def __getitem__(self, index: int | slice) -> Module | Sequential:
         if isinstance(index, slice):
             return Sequential(OrderedDict(list(self._modules.items())[index]))
-        return list(self._modules.values())[index]
+        return _at(list(self._modules.values()), index, type(self).__name__)
 
     def forward(self, x: Any) -> Any:
         for module in self._modules.values():

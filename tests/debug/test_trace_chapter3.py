@@ -278,7 +278,10 @@ def test_check_rows_per_head_rejects_a_bad_split():
     x = npattn.book_batch()
     merged = trace(model, x)["merged_heads"]
     assert check_rows(x, model, merged, causal=True, num_heads=2)
-    assert not check_rows(x, model, merged, causal=True, num_heads=1)  # one head of 4 columns is different
+    plain = dict(npattn.weights_of(model))  # the weights alone: nothing says how many heads they hold
+    assert not check_rows(x, plain, merged, causal=True, num_heads=1)  # one head of 4 columns is different
+    with pytest.raises(ConfigError, match=r"with num_heads=2, checked with num_heads=1; pass num_heads=2"):
+        check_rows(x, model, merged, causal=True, num_heads=1)  # the module says how many
     with pytest.raises(ConfigError, match="does not divide"):
         check_rows(x, model, merged, num_heads=3)
 
