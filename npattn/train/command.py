@@ -275,15 +275,15 @@ def train_task(
                 raise TrainingError(
                     f"training stopped at step {step}: the update made {bad} non-finite, so it was not saved"
                 )
-            state = {
+            state = digest.stamped({
                 "run": run,
                 "step": step,
                 "model": model.state_dict(),
                 "optimizer": opt.state_dict(),
                 "history": hist.state_dict(),
-            }
+            })
             config = {"d_in": the_task.d_in, "d_out": the_task.d_out}
-            progress.record_save(step, lambda: checkpoint.save_run(digest.stamped(state), save, type(model).__name__, config))
+            progress.record_save(step, lambda: checkpoint.save_run(state, save, type(model).__name__, config))
 
     try:
         with progress.interrupts():

@@ -32,7 +32,7 @@ import numpy as np
 
 from npattn.errors import CheckpointError
 
-__all__ = ["DIGEST_KEY", "state_digest", "stamped", "verified"]
+__all__ = ["DIGEST_KEY", "stamped", "state_digest", "verified"]
 
 DIGEST_KEY = "digest"
 

@@ -359,15 +359,15 @@ def run_lm(
 
     def write(hist: LMHistory) -> None:
         assert save is not None
-        state = {
+        state = digest.stamped({
             "run": run,
             "tokenizer": json.dumps(tokenizer.to_dict()),
             "model": model.state_dict(),
             "optimizer": optimizer.state_dict(),
             "history": hist.state_dict(),
             "dropout_rng": rng_state(model),
-        }
-        progress.record_save(hist.global_step + 1, lambda: checkpoint.save_run(digest.stamped(state), save, "GPTModel", cfg))
+        })
+        progress.record_save(hist.global_step + 1, lambda: checkpoint.save_run(state, save, "GPTModel", cfg))
 
     def on_step(hist: LMHistory) -> None:
         progress.step = hist.global_step + 1

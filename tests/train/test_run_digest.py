@@ -13,7 +13,7 @@ from npattn.cli.main import main
 from npattn.errors import CheckpointError
 from npattn.train import checkpoint
 from npattn.train.command import train_task
-from npattn.train.digest import DIGEST_KEY, state_digest, stamped
+from npattn.train.digest import DIGEST_KEY, stamped, state_digest
 from npattn.train.lm_run import run_lm
 from npattn.train.text import default_corpus
 
