@@ -37,8 +37,11 @@ __all__ = ["DIGEST_KEY", "stamped", "state_digest", "verified"]
 DIGEST_KEY = "digest"
 
 
-def _token(h: Any, tag: bytes, data: bytes = b"") -> None:
-    h.update(tag + len(data).to_bytes(8, "little") + data)
+def _token(h: Any, tag: bytes, data: bytes | np.ndarray = b"") -> None:
+    """``tag``, the byte count of ``data``, then ``data`` (a C-contiguous array is hashed in place)."""
+    size = data.nbytes if isinstance(data, np.ndarray) else len(data)
+    h.update(tag + size.to_bytes(8, "little"))
+    h.update(data)
 
 
 def _number(h: Any, value: Any) -> bool:
@@ -76,7 +79,7 @@ def _walk(h: Any, value: Any, depth: int) -> None:
             raise CheckpointError(f"cannot compute a digest of an array of dtype {value.dtype}")
         _token(h, b"a", value.dtype.str.encode())
         _token(h, b"S", ",".join(map(str, value.shape)).encode())
-        _token(h, b"B", np.ascontiguousarray(value).tobytes())
+        _token(h, b"B", np.ascontiguousarray(value).view(np.uint8).reshape(-1))
     elif isinstance(value, Mapping):
         keys = list(value)
         if any(isinstance(k, bool) or not isinstance(k, (str, int, np.integer)) for k in keys):
