@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from training_bad_inputs import edited_copy
 
 import npattn
 from npattn.cli.check import parse_timeout
@@ -97,11 +98,9 @@ def _resume_edited_lm_checkpoint(tmp_path, capsys, edit) -> str:
     common = ["train", "--task", "lm", "--text", str(text), "--tokenizer", "char", "--emb-dim", "8", "--n-heads", "2",
               "--n-layers", "1", "--context-length", "8", "--batch-size", "2", "--eval-every", "2", "--eval-iter", "1"]
     assert main([*common, "--steps", "2", "--save", str(tmp_path / "m.npz")]) == 0
-    state = npattn.load(tmp_path / "m.npz")
-    edit(state)
-    npattn.save(state, tmp_path / "x.npz")
+    edited = edited_copy(tmp_path / "m.npz", tmp_path, edit)
     capsys.readouterr()
-    assert main(["train", "--resume", str(tmp_path / "x.npz"), "--steps", "4", "--text", str(text)]) == 2
+    assert main(["train", "--resume", str(edited), "--steps", "4", "--text", str(text)]) == 2
     return capsys.readouterr().err
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 import npattn
 from npattn.optim import SGD, Adam
+from npattn.train.digest import DIGEST_KEY, stamped
 from npattn.train.lm import LMHistory
 from npattn.train.lm_run import run_lm
 from npattn.train.tasks import make_task
@@ -128,7 +129,7 @@ def _lm_resume(edit: Callable[[dict[str, Any]], Any], steps: int = 5) -> Any:
     _lm_run(given={"steps": 3}, save="run.npz")
     state = npattn.load("run.npz")
     edit(state)
-    npattn.save(state, "run.npz")
+    npattn.save(restamped(state), "run.npz")
     return run_lm({"text": "t.txt", "steps": steps}, resume="run.npz", out=None)
 
 
@@ -137,7 +138,7 @@ def _task_resume(edit: Callable[[dict[str, Any]], Any], **given: Any) -> Any:
     npattn.train_task("teacher-student", steps=2, save="run.npz")
     state = npattn.load("run.npz")
     edit(state)
-    npattn.save(state, "run.npz")
+    npattn.save(restamped(state), "run.npz")
     return npattn.train_task(steps=4, resume="run.npz", **given)
 
 
@@ -178,12 +179,19 @@ def _complex_safetensors(path: str) -> None:
         f.write(len(header).to_bytes(8, "little") + header + bytes(24))
 
 
+def restamped(state: Any) -> Any:
+    """An edited run checkpoint's state with its digest recomputed, so that resuming it reaches the
+    check an edit is meant to meet (without it, every edit stops at the digest)."""
+    return stamped(state) if isinstance(state, dict) and DIGEST_KEY in state else state
+
+
 def edited_copy(path: Any, folder: Any, edit: Callable[[dict[str, Any]], Any]) -> Any:
-    """The checkpoint at ``path`` after ``edit`` changed it, saved as ``folder``/edited.npz."""
+    """The run checkpoint at ``path`` after ``edit`` changed it (its digest recomputed), saved as
+    ``folder``/edited.npz."""
     state = npattn.load(path)
     edit(state)
     edited = os.path.join(folder, "edited.npz")
-    npattn.save(state, edited)
+    npattn.save(restamped(state), edited)
     return edited
 
 

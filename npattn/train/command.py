@@ -15,7 +15,7 @@ from npattn._checks import check_nonnegative_int
 from npattn.errors import CheckpointError, ConfigError, NpattnError, StateDictError, TrainingError
 from npattn.nn.module import Module
 from npattn.optim import SGD, Adam, AdamW, Optimizer
-from npattn.train import atomic, checkpoint
+from npattn.train import atomic, checkpoint, digest
 from npattn.train.lm_run import LMSettings, run_lm
 from npattn.train.loop import (
     History,
@@ -104,6 +104,7 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
     name = atomic.as_path(path)
     if not isinstance(saved, dict) or not {"run", "step"} <= set(saved):
         raise CheckpointError(f"{name!r} is not a training checkpoint (no 'run'/'step' entries)")
+    saved = digest.verified(saved, name)
     odd = sorted(set(saved) ^ set(CHECKPOINT_KEYS))
     stored = saved["run"]
     if odd or not isinstance(stored, dict) or set(stored) != set(RUN_KEYS):
@@ -274,13 +275,13 @@ def train_task(
                 raise TrainingError(
                     f"training stopped at step {step}: the update made {bad} non-finite, so it was not saved"
                 )
-            state = {
+            state = digest.stamped({
                 "run": run,
                 "step": step,
                 "model": model.state_dict(),
                 "optimizer": opt.state_dict(),
                 "history": hist.state_dict(),
-            }
+            })
             config = {"d_in": the_task.d_in, "d_out": the_task.d_out}
             progress.record_save(step, lambda: checkpoint.save_run(state, save, type(model).__name__, config))
 

@@ -33,7 +33,7 @@ from npattn._checks import (
 from npattn.errors import CheckpointError, ConfigError, NpattnError
 from npattn.nn.gpt import GPTModel
 from npattn.optim import AdamW
-from npattn.train import atomic, checkpoint
+from npattn.train import atomic, checkpoint, digest
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm
 from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
@@ -191,6 +191,7 @@ def _read_checkpoint(path: Any) -> tuple[dict[str, Any], LMSettings, Tokenizer, 
     run = saved.get("run") if isinstance(saved, dict) else None
     if not isinstance(run, dict) or run.get("task") != "lm" or not isinstance(run.get("settings"), dict):
         raise CheckpointError(f"{name!r} is not a checkpoint of a language-model run (npattn train --task lm)")
+    saved = digest.verified(saved, name)
     missing = [k for k in CHECKPOINT_ENTRIES if k not in saved]
     extra = sorted(str(k) for k in saved if k not in CHECKPOINT_ENTRIES)
     if missing or extra:
@@ -358,14 +359,14 @@ def run_lm(
 
     def write(hist: LMHistory) -> None:
         assert save is not None
-        state = {
+        state = digest.stamped({
             "run": run,
             "tokenizer": json.dumps(tokenizer.to_dict()),
             "model": model.state_dict(),
             "optimizer": optimizer.state_dict(),
             "history": hist.state_dict(),
             "dropout_rng": rng_state(model),
-        }
+        })
         progress.record_save(hist.global_step + 1, lambda: checkpoint.save_run(state, save, "GPTModel", cfg))
 
     def on_step(hist: LMHistory) -> None:

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 from planted import plant
+from training_bad_inputs import edited_copy
 
 import npattn
 from npattn.optim import SGD, Adam
@@ -410,11 +411,7 @@ def _edited_run(tmp_path, edit):
     ck = tmp_path / "run.npz"
     if not ck.exists():
         train_task("teacher-student", steps=2, save=ck)
-    state = npattn.load(ck)
-    edit(state)
-    path = tmp_path / "edited.npz"
-    npattn.save(state, path)
-    return path
+    return edited_copy(ck, tmp_path, edit)
 
 
 @pytest.mark.parametrize(
