@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn, TextIO
+from typing import Any, ClassVar, NoReturn, TextIO
 
 from npattn.book import BOOK_TOKENS, book_inputs
 from npattn.cli.check import DEFAULT_TIMEOUT, run_check_isolated
@@ -43,8 +43,23 @@ def run_book_example(out: TextIO) -> int:
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``npattn train: error: ... (see npattn train --help)``, exit 2."""
 
+    refused: ClassVar[list[str]] = []  # why the OS refused --help's text (argparse drops such errors)
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _print_message(self, message: str, file: Any = None) -> None:
+        file = file or sys.stderr
+        if not message or file is None:
+            return
+        try:
+            file.write(message)
+            file.flush()
+        except BrokenPipeError:  # `npattn --help | head -1`: the reader has what it wanted
+            discard(file)
+        except OSError as exc:
+            discard(file)
+            _Parser.refused.append(exc.strerror or str(exc))
 
 
 def _integer(low: int, high: int | None = None, what: str = "") -> Callable[[str], int]:
@@ -245,6 +260,16 @@ def one_line(exc: BaseException) -> str:
     return message
 
 
+def _help_flushed() -> int:
+    """The exit code after ``--help`` was printed: 0 once it reached standard output (or its reader
+    went away), 2 with one line on standard error when the OS refused it (``> /dev/full``)."""
+    if _Parser.refused:
+        tell(f"npattn: error: cannot write to standard output: {_Parser.refused.pop()}")
+        _Parser.refused.clear()
+        return 2
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``npattn`` console script; returns the exit code (2 for a usage error, 130
     after Ctrl-C: "npattn COMMAND: interrupted" on stderr, no traceback)."""
@@ -252,7 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2), already printed on one line
-        return exc.code if isinstance(exc.code, int) else 2
+        code = exc.code if isinstance(exc.code, int) else 2
+        return _help_flushed() if code == 0 else code
     name = f"npattn {args.command or 'demo'}"
     stdout = sys.stdout
     if stdout is None and (args.command or "demo") not in RUNS:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-__all__ = ["RUNS", "OutputRefused", "Stdout", "discard", "hold_closed_descriptors", "tell"]
+__all__ = ["RUNS", "OutputRefused", "Stdout", "discard", "encodable", "hold_closed_descriptors", "tell"]
 
 
 class OutputRefused(Exception):
@@ -47,7 +47,7 @@ class Stdout:
             raise OutputRefused(exc.strerror or str(exc)) from None
 
     def write(self, text: str) -> int:
-        self._attempt(lambda stream: stream.write(text))
+        self._attempt(lambda stream: stream.write(encodable(text, stream)))
         return len(text)
 
     def flush(self) -> None:
@@ -55,6 +55,19 @@ class Stdout:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def encodable(text: str, stream: Any) -> str:
+    """``text`` as ``stream`` can encode it: characters its encoding lacks (an ASCII console and a
+    sample of "café") as backslash escapes, so that printing never stops a run or loses its file."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:
+        pass
+    return text
 
 
 def discard(stream: TextIO | None) -> None:
@@ -89,6 +102,6 @@ def tell(line: str) -> None:
     if sys.stderr is None:  # print(file=None) would write to standard output
         return
     try:
-        print(line, file=sys.stderr, flush=True)
+        print(encodable(line, sys.stderr), file=sys.stderr, flush=True)
     except (OSError, ValueError):
         discard(sys.stderr)

@@ -87,8 +87,20 @@ def _identity(path: str) -> tuple[Any, ...]:
     try:
         st = os.stat(path)
     except OSError:
-        return ("new", os.path.normcase(os.path.realpath(path)))
+        return ("new", os.path.normcase(resolved(path, "file")))
     return (st.st_dev, st.st_ino)
+
+
+def resolved(text: str, what: str) -> str:
+    """``os.path.realpath(text)``; a CheckpointError, not a raw FileNotFoundError, when a relative
+    path cannot be resolved because the working folder was deleted."""
+    try:
+        return os.path.realpath(text)
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot resolve {what} {text!r}: the working folder no longer exists ({exc.strerror or exc}); "
+            "use an absolute path, or run from an existing folder"
+        ) from None
 
 
 def check_distinct(outputs: dict[str, Any], inputs: dict[str, Any], may_equal: tuple[str, str] | None = None) -> None:
@@ -125,7 +137,7 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
     text = as_path(path, f"{what} path")
     if text.endswith(os.sep) or (os.altsep and text.endswith(os.altsep)):
         raise CheckpointError(f"cannot write {what} {text!r}: the path ends in a separator (a folder); name a file")
-    real = os.path.realpath(text)
+    real = resolved(text, what)
     try:
         st = os.stat(real)
     except (FileNotFoundError, NotADirectoryError):

@@ -314,7 +314,15 @@ def run_lm(
         {"text (--text)": settings.text, "resume (--resume)": resume},
         may_equal=("resume (--resume)", "save (--save)"),  # resuming saves over its own checkpoint
     )
-    text, text_sha256 = _load_text(settings)
+    try:
+        text, text_sha256 = _load_text(settings)
+    except ConfigError as exc:
+        if resume is None or "text" in given:
+            raise
+        raise ConfigError(
+            f"{exc} (the --text the checkpoint stored, relative to the folder its run started in if not "
+            "absolute; pass --text FILE if the file moved)"
+        ) from None
     history = None
     if resume is not None:
         if saved["run"]["text_sha256"] != text_sha256:

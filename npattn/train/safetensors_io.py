@@ -99,7 +99,8 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     bad = f"{path!r} is truncated, corrupt or not a safetensors file"
     header_len = int.from_bytes(data[:8], "little")
     if len(data) < 8 or header_len > len(data) - 8:
-        raise CheckpointError(f"{bad}: its header declares {header_len} bytes in a file of {len(data)}")
+        zipped = " (it starts like a zip file: an .npz saved under a .safetensors name?)" if data[:2] == b"PK" else ""
+        raise CheckpointError(f"{bad}: its header declares {header_len} bytes in a file of {len(data)}{zipped}")
     try:
         raw = json.loads(data[8 : 8 + header_len])
     except ValueError as exc:
