@@ -438,6 +438,12 @@ def _check(
         user.name, user.kind, output, shape_check, row_check, skipped, diagnosis, causal, user.built_as,
         num_heads=user.num_heads, note=user.note,
     )
+    if output.dtype.kind == "f" and output.dtype.itemsize < 4:  # a float16 output: about 3 digits
+        half = (
+            f"note: {user.name} returned {output.dtype} (about 3 significant digits); the check compares against "
+            "float64 with float32's tolerance at best, so return float32 or float64"
+        )
+        report.note = f"{report.note}\n{half}" if report.note else half
     if report.diagnosis.correct and set(W) == set(WEIGHT_NAMES):
         report.stale = second_input_problem(run, user.name, x, W, causal=causal, num_heads=user.num_heads)
     if user.has_backward:
