@@ -12,7 +12,7 @@ import pytest
 from training_bad_inputs import LM_TINY, edited_copy, swapped_chars
 
 import npattn
-from npattn.errors import CheckpointError
+from npattn.errors import CheckpointError, TrainingError
 from npattn.optim import SGD, Adam
 from npattn.train.command import train_task
 from npattn.train.lm_run import run_lm
@@ -241,12 +241,19 @@ def test_task_resume_refuses_an_edited_history(tmp_path, task_ck, edit, message)
         train_task(steps=5, resume=edited)
 
 
-def test_task_resume_refuses_log_steps_that_end_before_the_logged_weights(tmp_path):
+def test_a_checkpoint_whose_weights_stopped_moving_after_a_log_resumes(tmp_path):
+    """SGD at lr 500 saturates the softmax: the gradients become exactly 0 and the weights stop
+    moving after the last log, then the loss overflows. The run's own last checkpoint (weights equal
+    to the last log's, several steps later) must resume; it was refused as "edited"."""
     ck = tmp_path / "run.npz"
-    train_task("teacher-student", steps=4, save=ck, log_every=2)
-    edited = edited_copy(ck, tmp_path, lambda s: s["history"].update(log_steps=np.array([2, 3])))
-    with pytest.raises(CheckpointError, match=r"holds the weights of step 4, but history.log_steps ends at 3"):
-        train_task(steps=6, resume=edited)
+    stopped = pytest.raises(TrainingError, match=r"last checkpoint of this run, .* holds step")
+    with np.errstate(all="ignore"), stopped as info:
+        train_task("teacher-student", optimizer="sgd", lr=500.0, steps=300, save=ck, save_every=5, log_every=10)
+    saved = int(npattn.load(ck)["step"])
+    assert f"holds step {saved}" in str(info.value)
+    with np.errstate(all="ignore"):
+        _, _, history, _ = train_task(steps=saved, resume=ck)
+    assert len(history.loss) == saved and history.log_steps[-1] < saved
 
 
 def test_task_resume_accepts_checkpoints_between_logs(tmp_path):
