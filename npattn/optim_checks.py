@@ -142,6 +142,8 @@ def check_grad(p: Parameter, what: Any) -> np.ndarray:
     what = name_of(what)
     if not isinstance(data, np.ndarray) or not data.flags.writeable:
         raise ConfigError(f"{what}: its .data is read-only, so it cannot be updated in place")
+    if getattr(from_tensor(grad), "dtype", None) == np.bool_ or isinstance(grad, bool):  # no gradient
+        raise DTypeError(f"{what}: .grad has dtype bool, expected numbers (the parameter's dtype {data.dtype})")
     grad = as_array(grad, f"{what}: .grad", data.dtype)
     if grad.shape != data.shape:
         raise ShapeError(f"{what}: .grad has shape {grad.shape}, the parameter has {data.shape}")

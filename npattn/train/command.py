@@ -151,32 +151,18 @@ def _check_logged_weights(
     """The history's weights and distances are the ones the run made, where they can be rebuilt
     (exactly: the run computed them the same way). ``start`` is the initial weights the run's seed
     and task build; ``last_log`` is ``start`` before the first log, else the weights of the last
-    log: ``moved_from_start`` ends in ||last_log - start||, and ``last_log`` is the model's weights
-    when the last log is at the checkpoint's step (weights that stopped moving, with gradients of
-    exactly 0, may equal it later too); the
-    first ``moved_since_log`` equals the first ``moved_from_start`` (both measure from the start).
+    log (``history_weights_problem``: weights that stopped moving, with gradients of exactly 0, may
+    equal the last log's after it too).
 
     Raises:
         CheckpointError: naming the checkpoint ``name`` and the history entry.
     """
-    logs = history.log_steps
     for key, p in model.named_parameters():
-        start, last, w = history.start[key], history.last_log[key], p.data
         wrong = None
-        if not np.array_equal(start, initial[key]):
+        if not np.array_equal(history.start[key], initial[key]):
             wrong = f"history.start[{key!r}] is not the initial weights the run's seed and task build"
-        elif problem := history_weights_problem(history, key, w, step):
+        elif problem := history_weights_problem(history, key, p.data, step):
             wrong = problem
-        elif logs and history.moved_from_start[key][-1] != float(np.linalg.norm(last - start)):
-            wrong = (
-                f"history.moved_from_start[{key!r}][-1] is {history.moved_from_start[key][-1]}, but "
-                f"||last_log - start|| is {float(np.linalg.norm(last - start))}"
-            )
-        elif logs and history.moved_since_log[key][0] != history.moved_from_start[key][0]:
-            wrong = (
-                f"history.moved_since_log[{key!r}][0] is {history.moved_since_log[key][0]}, but the first log "
-                f"measures from the start: history.moved_from_start[{key!r}][0] is {history.moved_from_start[key][0]}"
-            )
         if wrong:
             raise CheckpointError(f"{name!r}: {wrong}; the history was edited or belongs to another run")
 

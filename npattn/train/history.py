@@ -183,7 +183,9 @@ def check_history_of(history: History, model: Module, step: int, error: type[Npa
 def history_weights_problem(history: History, key: str, weights: np.ndarray, step: int) -> str | None:
     """What makes ``history``'s weights of parameter ``key`` impossible after ``step`` updates that
     left it at ``weights``, else None: before the first log ``last_log`` is ``start`` (and at step 0
-    both are the weights); a log at ``step`` recorded the weights as they are."""
+    both are the weights); a log at ``step`` recorded the weights as they are; ``moved_from_start``
+    ends in ||last_log - start|| and the first ``moved_since_log`` equals the first
+    ``moved_from_start`` (both measure from the start; the run computed them the same way)."""
     start, last, logs = history.start[key], history.last_log[key], history.log_steps
     if not logs and not np.array_equal(last, start):
         return f"history.last_log[{key!r}] differs from history.start before the first log"
@@ -191,4 +193,17 @@ def history_weights_problem(history: History, key: str, weights: np.ndarray, ste
         return f"history.start[{key!r}] differs from the model's weights at step 0 (the run's start)"
     if logs and logs[-1] == step and not np.array_equal(last, weights):
         return f"history.last_log[{key!r}] differs from the model's weights, logged at step {step}"
+    if not logs:
+        return None
+    moved_start, moved_log = history.moved_from_start[key], history.moved_since_log[key]
+    if moved_start[-1] != float(np.linalg.norm(last - start)):
+        return (
+            f"history.moved_from_start[{key!r}][-1] is {moved_start[-1]}, but ||last_log - start|| is "
+            f"{float(np.linalg.norm(last - start))}"
+        )
+    if moved_log[0] != moved_start[0]:
+        return (
+            f"history.moved_since_log[{key!r}][0] is {moved_log[0]}, but the first log measures from the start: "
+            f"history.moved_from_start[{key!r}][0] is {moved_start[0]}"
+        )
     return None

@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from npattn._checks import check_nonnegative_int, check_positive_int
+from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
 from npattn.errors import BackwardError, CheckpointError, ConfigError
 from npattn.nn.functional import token_cross_entropy_backward, token_cross_entropy_forward
 from npattn.nn.module import Module
@@ -308,6 +308,33 @@ def _check_gives_batches(loader: Any, what: str) -> None:
         )
 
 
+SAMPLING = ("temperature", "top_k", "eos_id", "rng")
+"""The keywords ``train_lm`` passes on to ``generate`` for its samples."""
+
+
+def _check_sampling(model: Any, tokenizer: Tokenizer, start_context: Any, sample_tokens: Any, sampling: Any) -> None:
+    """The sample's settings checked before the first step (a refusal after training would have
+    changed the weights in a call that raised): known keywords, and ``generate``'s own checks on
+    them with no token generated."""
+    unknown = sorted(set(sampling) - set(SAMPLING))
+    if unknown:
+        raise ConfigError(f"train_lm: unknown sampling keyword(s) {unknown}; it passes on {list(SAMPLING)}")
+    if not isinstance(start_context, str):
+        raise ConfigError(f"train_lm: start_context must be a str, got {type(start_context).__name__}")
+    sample_tokens = check_nonnegative_int(sample_tokens, "sample_tokens")
+    encoded = text_to_token_ids(start_context, tokenizer)
+    if sample_tokens and encoded.shape[-1] == 0:
+        raise ConfigError(
+            f"train_lm: start_context {start_context!r} gives no token to continue; give at least one character "
+            "of the text (or sample_tokens=0)"
+        )
+    top_k, vocab = sampling.get("top_k"), getattr(tokenizer, "vocab_size", None)
+    if isinstance(top_k, int) and isinstance(vocab, int) and top_k > vocab:
+        raise ConfigError(f"train_lm: top_k={top_k} exceeds the tokenizer's vocabulary of {vocab}")
+    if hasattr(model, "pos_emb"):  # generate's checks of temperature, top_k, eos_id and rng, without the model
+        generate(model, encoded, 0, model.pos_emb.weight.shape[0], **sampling)
+
+
 def train_lm(
     model: Any,
     train_loader: DataLoader,
@@ -346,6 +373,8 @@ def train_lm(
     if isinstance(model, Module):
         check_optimizer_of(model, optimizer, "train_lm")
     check_callback(on_step, "on_step", "history")
+    eval_before = check_bool(eval_before, "eval_before")
+    _check_sampling(model, tokenizer, start_context, sample_tokens, sampling)
     num_epochs = check_nonnegative_int(num_epochs, "num_epochs")
     eval_freq = check_positive_int(eval_freq, "eval_freq")
     eval_iter = check_positive_int(eval_iter, "eval_iter")

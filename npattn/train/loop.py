@@ -26,7 +26,7 @@ import numpy as np
 
 from npattn._checks import check_nonnegative_int
 from npattn.errors import CheckpointError, ConfigError, TrainingError
-from npattn.nn.losses import Loss
+from npattn.nn.losses import CrossEntropyLoss, Loss, MSELoss
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
 from npattn.train.atomic import sigint_held
@@ -279,13 +279,22 @@ def fit(
             "fit: the criterion must give a scalar loss (reduction 'mean' or 'sum'), got reduction='none' "
             "(a loss per element has no single step loss to record)"
         )
+    if history is None and start_step > 0:  # the record would miss its first start_step losses
+        raise ConfigError(
+            f"fit: start_step={start_step} needs history=, the History of the run's first {start_step} steps "
+            "(a History holds one loss per step from step 0; a new run starts at start_step=0)"
+        )
     if history is None:
         history = History.begin(model)
     else:
-        _check_given_history(history, model, start_step)
+        _check_given_history(history, model, start_step, criterion)
     optimizer.zero_grad()
     for step in range(start_step, steps):
-        x, target = batches(step)
+        batch = batches(step)
+        if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+            got = type(batch).__name__ + (f" of {len(batch)}" if isinstance(batch, (tuple, list)) else "")
+            raise ConfigError(f"fit: batches({step}) must return (x, target), got {got}")
+        x, target = batch
         output = model(x)
         loss = criterion(output, target)
         model.backward(criterion.backward())
@@ -303,10 +312,16 @@ def fit(
     return history
 
 
-def _check_given_history(history: History, model: Module, start_step: int) -> None:
+def _check_given_history(history: History, model: Module, start_step: int, criterion: Loss) -> None:
     """The history ``fit`` continues is this model's record of ``start_step`` steps."""
     where = f"fit (start_step={start_step})"
     check_history_of(history, model, start_step, ConfigError, where)
+    negative = [i for i, loss in enumerate(history.loss) if loss < 0]
+    if negative and isinstance(criterion, (MSELoss, CrossEntropyLoss)):  # a loss of one's own may go below 0
+        raise ConfigError(
+            f"{where}: history.loss[{negative[0]}] is {history.loss[negative[0]]}, but {type(criterion).__name__} "
+            "is >= 0 (the history was edited or belongs to another run)"
+        )
     for key, p in model.named_parameters():
         wrong = history_weights_problem(history, key, p.data, start_step)
         if wrong:

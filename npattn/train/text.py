@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
-from npattn.errors import CheckpointError, ConfigError
+from npattn.errors import CheckpointError, ConfigError, DTypeError
 from npattn.train.atomic import check_source
 from npattn.train.tokenizers import Tokenizer
 
@@ -175,6 +175,12 @@ class GPTDatasetV1:
         return len(self.input_ids)
 
     def __getitem__(self, idx: int) -> tuple[np.ndarray, np.ndarray]:
+        """Window ``idx`` (negative from the end), an IndexError naming the count past either end."""
+        if isinstance(idx, bool) or not isinstance(idx, (int, np.integer)):
+            raise DTypeError(f"GPTDatasetV1 indices must be integers, got {type(idx).__name__}")
+        count = len(self.input_ids)
+        if not -count <= idx < count:
+            raise IndexError(f"GPTDatasetV1 index {int(idx)} is out of range: it holds {count} windows")
         return self.input_ids[idx], self.target_ids[idx]
 
 

@@ -478,7 +478,11 @@ def test_fit_refuses_a_start_past_the_end_and_bad_callbacks():
     opt = Adam(model.parameters())
     with pytest.raises(npattn.ConfigError, match=r"fit: start_step=10 is past steps=5"):
         fit(model, opt, task.criterion, task.batch, 5, start_step=10)
-    assert fit(model, opt, task.criterion, task.batch, 5, start_step=5).loss == []  # a resume with nothing left
+    history = fit(model, opt, task.criterion, task.batch, 5)
+    again = fit(model, opt, task.criterion, task.batch, 5, start_step=5, history=history)  # nothing left to do
+    assert again is history and len(history.loss) == 5
+    with pytest.raises(npattn.ConfigError, match=r"fit: start_step=2 needs history=, the History of the run's first"):
+        fit(model, opt, task.criterion, task.batch, 5, start_step=2)  # its record would miss two losses
     with pytest.raises(npattn.ConfigError, match=r"on_step must be a function on_step\(step, history\)"):
         fit(model, opt, task.criterion, task.batch, 5, on_step=3)
     with pytest.raises(npattn.ConfigError, match="criterion must be a loss with forward and backward"):
