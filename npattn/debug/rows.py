@@ -22,6 +22,7 @@ from npattn.nn.attention import (
 )
 from npattn.nn.layers import Dropout
 from npattn.nn.module import Module
+from npattn.nn.passes import kept_forward
 
 __all__ = ["RowCheck", "check_rows", "check_rows_of", "single_token_context"]
 
@@ -249,11 +250,12 @@ def check_rows_of(
                 f"note: the module is in training mode with dropout={p:g}: an output of a training forward has "
                 "dropped attention weights, which the single-token check does not; pass an output of module.eval()"
             )
-    if run_here:
+    if run_here:  # a check: the module's mode and its last forward (what backward differentiates) are kept
         training = module.training
         module.eval()
         try:
-            output = trace(module, x) if kind == "multihead" else module(x)
+            with kept_forward(module):
+                output = trace(module, x) if kind == "multihead" else module(x)
         finally:
             module.train(training)
     if isinstance(output, Trace):

@@ -120,9 +120,11 @@ def _online_softmax_rows(S: np.ndarray, mx: np.ndarray, alpha: np.ndarray, r0: i
 
 
 def _exp_rows(S: np.ndarray, r0: int, r1: int) -> None:
-    """Rows r0:r1 of a (g, rows, cols) block: S <- exp(max(S, flush_below)) in place (as in the forward)."""
+    """Rows r0:r1 of a (g, rows, cols) block of scores - L: S <- exp(clip(S, flush_below, 0)) in
+    place. Unmasked entries are <= 0 (L is the row's log-sum-exp) but for rounding; the masked band,
+    zeroed next, can be far above 0 and would overflow exp."""
     block = S[:, r0:r1]
-    np.maximum(block, flush_below(block.dtype), out=block)
+    np.clip(block, flush_below(block.dtype), 0.0, out=block)
     np.exp(block, out=block)
 
 

@@ -11,8 +11,6 @@ respect to the input and *accumulates* into every Parameter's ``.grad``.
 
 from __future__ import annotations
 
-import itertools
-import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
@@ -23,6 +21,7 @@ from npattn._checks import as_array, check_bool, check_float_dtype, device_name,
 from npattn.errors import BackwardError, ConfigError, DTypeError, StateDictError
 from npattn.nn.functional import Recorder
 from npattn.nn.parameter import Parameter, check_specs, nonfinite_problem, shared_grads, zero_grads
+from npattn.nn.passes import CALLS, PASSES, check_no_later_forward
 
 __all__ = ["IncompatibleKeys", "Module", "Parameter"]
 
@@ -426,9 +425,9 @@ class Module:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         check_specs(self)
         object.__setattr__(self, "_forward_count", self._forward_count + 1)  # which forward a loss came from
-        calls, state = _CALLS, self.__dict__
+        calls, state = CALLS, self.__dict__
         if calls.depth == 0:  # an outermost call: a new forward pass
-            calls.number, calls.outer = next(_PASSES), type(self).__name__
+            calls.number, calls.outer = next(PASSES), type(self).__name__
         state["_repeated"] = calls.outer if state.get("_outer_call") == calls.number else ""
         state["_outer_call"] = calls.number
         calls.depth += 1
@@ -448,6 +447,8 @@ class Module:
             raise BackwardError(
                 f"{type(self).__name__}.backward() {why}: run a forward pass first (forward stores what backward needs)"
             )
+        if self._modules:
+            check_no_later_forward(self)
         if self._repeated:
             raise BackwardError(
                 f"{type(self).__name__}.backward(): this instance ran more than once in one forward of "
@@ -476,18 +477,6 @@ class Module:
         return head + "\n  " + "\n  ".join(lines) + "\n)"
 
 
-_PASSES = itertools.count(1)  # numbers the outermost calls of every thread: no two are equal
-
-
-class _Calls(threading.local):
-    """Per thread: how deep the current chain of Module calls is, and which outermost call it is."""
-
-    depth = 0
-    number = 0
-    outer = ""
-
-
-_CALLS = _Calls()
 _DISCARDED_BY_LOAD = "load_state_dict()"
 _DISCARDED_BY_TO = "to()"
 """What ``_cache`` holds after a call that discarded the last forward (``_saved`` names it)."""

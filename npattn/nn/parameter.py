@@ -177,8 +177,10 @@ def check_specs(module: Any) -> None:
     per parameter, before every forward (``Module.__call__``).
 
     Raises:
-        ShapeError, DTypeError: naming the parameter, the expected and the actual shape or dtype.
+        ShapeError, DTypeError: naming the parameter, the expected and the actual shape or dtype; a
+            parameter whose dtype differs from the others' (a submodule of another dtype).
     """
+    first = None
     for m in module.modules() if module._modules else (module,):
         specs = m._specs
         for name, p in m._parameters.items():
@@ -186,6 +188,22 @@ def check_specs(module: Any) -> None:
             spec = specs[name]
             if data.shape != spec[0] or (data.dtype is not spec[1] and data.dtype != spec[1]):
                 _spec_error(module, m, name, p, *spec)
+            if first is None:
+                first = (m, name, data.dtype)
+            elif data.dtype is not first[2] and data.dtype != first[2]:  # a submodule of another dtype
+                _mixed_error(module, first, m, name, data.dtype)
+
+
+def _mixed_error(module: Any, first: tuple[Any, str, np.dtype], owner: Any, name: str, dtype: np.dtype) -> None:
+    def full(sub: Any, leaf: str) -> str:
+        prefix = next(n for n, s in module.named_modules() if s is sub)
+        return f"{prefix}.{leaf}" if prefix else leaf
+
+    raise DTypeError(
+        f"{type(module).__name__}: parameter {full(owner, name)} has dtype {dtype}, but {full(first[0], first[1])} "
+        f"has {first[2]}; a module computes in one dtype: convert the whole module with .to({first[2]}) (or "
+        f"build the submodule with dtype={first[2]})"
+    )
 
 
 def _spec_error(module: Any, owner: Any, name: str, param: Parameter, shape: tuple, dtype: np.dtype) -> None:

@@ -25,7 +25,7 @@ A path ending in ``.safetensors`` uses the safetensors format instead (the optio
 
 from __future__ import annotations
 
-import inspect
+import hashlib
 import io
 import json
 import math
@@ -40,13 +40,14 @@ import numpy as np
 
 from npattn.errors import CheckpointError
 from npattn.train.atomic import atomic_write, check_source, check_target, sigint_held
+from npattn.train.module_config import constructor_config
 
 __all__ = ["FORMAT", "VERSION", "load", "load_metadata", "save", "save_run"]
 
 FORMAT = "npattn-checkpoint"
 VERSION = 1
 META_KEY = "__npattn__"
-RESERVED = ("format", "version", "tree", "class", "config")  # index keys that metadata cannot set
+RESERVED = ("format", "version", "tree", "class", "config", "index_sha256")  # index keys that metadata cannot set
 MAX_DEPTH = 64  # nesting of dicts/lists/tuples a checkpoint may hold
 _SCALARS = (bool, int, float, str, type(None))
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
@@ -201,6 +202,12 @@ def _check_header(header: Any) -> list[str]:
     return names
 
 
+def _index_sha256(header: dict[str, Any]) -> str:
+    """SHA-256 of the index (class, config, tree, metadata) without its own ``index_sha256``."""
+    index = {k: v for k, v in header.items() if k != "index_sha256"}
+    return hashlib.sha256(json.dumps(index, sort_keys=True).encode("utf-8")).hexdigest()
+
+
 def _parse_header(text: str) -> tuple[dict[str, Any], list[str]]:
     try:
         header = json.loads(text)
@@ -210,29 +217,17 @@ def _parse_header(text: str) -> tuple[dict[str, Any], list[str]]:
     return header, _check_header(header)
 
 
+def _check_index_sha256(header: dict[str, Any], path: str) -> None:
+    """Refuse an index edited inside the file (absent in files written before it was recorded)."""
+    if "index_sha256" in header and header["index_sha256"] != _index_sha256(header):
+        raise CheckpointError(
+            f"{path!r}: its index was edited after it was written (class, config, metadata or tree no longer "
+            "match its 'index_sha256'); save the object again instead of editing the file"
+        )
+
+
 # ----------------------------------------------------------------------------------------------
 # save
-
-
-def constructor_config(module: Any) -> dict[str, Any]:
-    """The constructor arguments of ``module`` (those before the keyword-only rng, dtype, impl), so
-    ``type(module)(**config)`` builds a module its state dict loads into: each is read from the
-    attribute of its name (a Dropout as its p, a Linear's bias as whether it has one), a
-    MultiHeadAttentionWrapper's from its first head. Arguments it cannot read are left out."""
-    config: dict[str, Any] = {}
-    for p in list(inspect.signature(type(module).__init__).parameters.values())[1:]:
-        if p.kind is not p.POSITIONAL_OR_KEYWORD:
-            continue
-        holder = module if hasattr(module, p.name) else getattr(module, "heads", [None])[0]
-        if not hasattr(holder, p.name):
-            continue
-        value = getattr(holder, p.name)
-        if p.name == "bias" and not isinstance(value, bool):
-            value = value is not None
-        value = getattr(value, "p", value)  # a Dropout module: its probability
-        if isinstance(value, (bool, int, float, str)) or (isinstance(value, dict) and p.name == "cfg"):
-            config[p.name] = dict(value) if isinstance(value, dict) else value
-    return config
 
 
 def _state_and_meta(
@@ -300,7 +295,8 @@ def _save(obj: Any, path: Any, metadata: Mapping[str, Any] | None, own: Mapping[
         return
     arrays: dict[str, np.ndarray] = {}
     tree = _encode(state, [], arrays, set())
-    header_text = json.dumps({"format": FORMAT, "version": VERSION, **meta, "tree": tree})
+    index = {"format": FORMAT, "version": VERSION, **meta, "tree": tree}
+    header_text = json.dumps({**index, "index_sha256": _index_sha256(index)})
     _parse_header(header_text)  # the loader's own check: a file load refuses is never written
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:  # what np.savez writes
@@ -440,6 +436,7 @@ def _open_npz(path: str, read_arrays: bool) -> tuple[dict[str, Any], dict[str, n
                     raise CheckpointError(f"{path!r}: the index marks member {name!r} of shape {shape} as a scalar")
                 if read_arrays:
                     arrays[name] = npz.read(name)
+            _check_index_sha256(header, path)  # after the members: a specific problem is named first
     except CheckpointError:
         raise
     except PermissionError as exc:  # the OS refuses: not a corrupt file
@@ -492,4 +489,4 @@ def load_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
 
         return load_safetensors(source)[1]
     header, _ = _open_npz(source, read_arrays=False)
-    return {k: v for k, v in header.items() if k != "tree"}
+    return {k: v for k, v in header.items() if k not in ("tree", "index_sha256")}

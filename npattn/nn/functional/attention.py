@@ -287,7 +287,7 @@ def softmax_forward(attn_scores: np.ndarray, scale: float) -> tuple[np.ndarray, 
         if np.asarray(attn_scores).dtype.kind not in "fiu":
             raise _not_numbers("softmax_forward", attn_scores=np.asarray(attn_scores))
     attn_weights = softmax(attn_scores * scale, axis=-1)
-    return attn_weights, (attn_weights, scale)
+    return attn_weights, (attn_weights.copy(), scale)  # a private copy: the caller may edit what it gets
 
 
 def softmax_backward(d_attn_weights: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
