@@ -48,6 +48,12 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def print_help(self, file: Any = None) -> None:
+        if file is None and sys.stdout is None:  # `npattn --help >&-`: nowhere to print the help
+            _Parser.refused.append("it is closed")
+            return
+        super().print_help(file)
+
     def _print_message(self, message: str, file: Any = None) -> None:
         file = file or sys.stderr
         if not message or file is None:

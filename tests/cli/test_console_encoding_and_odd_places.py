@@ -88,3 +88,11 @@ def test_a_relative_stored_text_path_is_explained_on_resume(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path / "b")
     with pytest.raises(ConfigError, match=r"the --text the checkpoint stored, relative to the folder its run started"):
         run_lm({"steps": 3}, resume=str(tmp_path / "r.npz"), out=None)
+
+
+@pytest.mark.parametrize("args", [["--help"], ["train", "--help"]])
+def test_help_with_stdout_closed_is_one_line_and_exit_2(args):
+    done = subprocess.run([sys.executable, "-m", "npattn", *args], stdout=subprocess.DEVNULL, env=ENV,
+                          stderr=subprocess.PIPE, timeout=60, preexec_fn=lambda: os.close(1))  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.decode().strip() == "npattn: error: cannot write to standard output: it is closed"
