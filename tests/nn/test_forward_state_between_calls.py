@@ -42,7 +42,7 @@ def test_check_rows_of_keeps_the_last_forward():
 def test_a_submodule_of_another_dtype_is_refused():
     m = npattn.MultiHeadAttention(3, 4, 6, 0.0, 2, rng=1)
     m.out_proj = npattn.Linear(4, 4, rng=2, dtype=np.float64)
-    with pytest.raises(DTypeError, match=r"parameter out_proj.weight has dtype float64, but W_query.weight has float32"):
+    with pytest.raises(DTypeError, match=r"out_proj.weight has dtype float64, but W_query.weight has float32"):
         m(npattn.book_batch())
 
 
