@@ -12,7 +12,7 @@ respect to the input and *accumulates* into every Parameter's ``.grad``.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -148,6 +148,14 @@ class Module:
 
     def children(self) -> Iterator[Module]:
         yield from self._modules.values()
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """``fn(module)`` for every submodule, children first, then this one (``nn.Module.apply``,
+        e.g. for a weight init); returns self."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
 
     def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
         """``(dotted_name, Parameter)`` pairs in registration order, each Parameter once."""

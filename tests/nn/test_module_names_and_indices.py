@@ -44,3 +44,10 @@ def test_to_takes_torch_float_dtypes_and_refuses_wider_than_float64():
         m.to(np.longdouble)
     with pytest.raises(DTypeError, match="got 'bfloat16'"):
         m.to(torch.bfloat16)
+
+
+def test_apply_visits_children_first_then_self_like_torch():
+    m = npattn.MultiHeadAttention(3, 4, 6, 0.0, 2, rng=1)
+    seen = []
+    assert m.apply(lambda module: seen.append(type(module).__name__)) is m
+    assert seen == ["Linear", "Linear", "Linear", "Linear", "Dropout", "MultiHeadAttention"]
