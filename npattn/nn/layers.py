@@ -62,8 +62,8 @@ class Linear(Module):
     def forward(self, x: Any) -> np.ndarray:
         """x (..., in_features) -> (..., out_features); x is converted to the weight's dtype."""
         x = as_features(x, self.in_features, self.weight.dtype)
-        # The cache keeps its own copy of the weight: editing it before backward cannot change dx.
-        y, c_project = F.project_forward(x, self.weight.data.T.copy())
+        # The stage keeps its own copy of the weight: editing it before backward cannot change dx.
+        y, c_project = F.project_forward(x, self.weight.data.T)
         c_bias = None
         if self.bias is not None:
             y, c_bias = F.bias_forward(y, self.bias.data)

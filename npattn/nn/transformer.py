@@ -153,7 +153,7 @@ class GELU(Module):
     def forward(self, x: Any) -> np.ndarray:
         """x -> GELU(x)."""
         x = as_array(x, "x")
-        out, self._cache = F.gelu_forward(np.array(x, dtype=x.dtype))  # a private copy: backward reads x
+        out, self._cache = F.gelu_forward(x)  # the stage keeps its own copy of x
         return out
 
     def _gradients(self, grad_output: Any) -> tuple[np.ndarray, list[tuple[Parameter, np.ndarray]]]:

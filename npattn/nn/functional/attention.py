@@ -133,7 +133,7 @@ def project_forward(x: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, tuple]:
         )
     # One matrix product over all rows: BLAS runs one large GEMM instead of one per leading index.
     out = (x.reshape(-1, x.shape[-1]) @ W).reshape(*x.shape[:-1], W.shape[1])
-    return out, (x, W)
+    return out, (x.copy(), W.copy())  # private copies: the caller may edit x or W before backward
 
 
 def project_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -208,7 +208,7 @@ def scores_forward(queries: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, t
     rule = "queries (..., n, k) and keys (..., m, k) need the same k and the same leading dims"
     _check_matmul("scores_forward", rule, -1, -1, queries=queries, keys=keys)
     attn_scores = queries @ _T(keys)
-    return attn_scores, (queries, keys)
+    return attn_scores, (queries.copy(), keys.copy())  # private copies, as every stage keeps
 
 
 def scores_backward(d_attn_scores: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
@@ -241,7 +241,7 @@ def mask_forward(attn_scores: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray,
     """attn_scores.masked_fill(mask, -inf): a masked key gets weight exactly 0 after softmax."""
     if not _broadcasts_to(mask.shape, attn_scores.shape):
         raise _shape_error("mask_forward", "mask must broadcast to attn_scores", attn_scores=attn_scores, mask=mask)
-    return np.where(mask, attn_scores.dtype.type(-np.inf), attn_scores), (mask,)
+    return np.where(mask, attn_scores.dtype.type(-np.inf), attn_scores), (np.array(mask, copy=True),)
 
 
 def mask_backward(d_masked: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
@@ -348,7 +348,7 @@ def context_forward(attn_weights: np.ndarray, values: np.ndarray) -> tuple[np.nd
     rule = "attn_weights (..., n, m) and values (..., m, k) need the same m and the same leading dims"
     _check_matmul("context_forward", rule, -1, -2, attn_weights=attn_weights, values=values)
     context_vec = attn_weights @ values
-    return context_vec, (attn_weights, values)
+    return context_vec, (attn_weights.copy(), values.copy())  # private copies, as every stage keeps
 
 
 def context_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:

@@ -151,7 +151,7 @@ def gelu_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
     np.tanh(t, out=t)
     out = x * x.dtype.type(0.5)
     out *= t + 1
-    return out, (x, t)
+    return out, (x.copy(), t)  # a private copy: the caller may edit x before backward
 
 
 def gelu_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
