@@ -32,6 +32,16 @@ MAX_TOKENIZER_BYTES = 64 * 2**20
 """The largest tokenizer file read (GPT-2's 50,000 merges take about 1 MB as JSON)."""
 
 _FIELDS = {"char": ("chars",), "bpe": ("merges", "pattern"), "gpt2": ()}
+_OPTIONAL = {"char": (), "bpe": (), "gpt2": ("encoding",)}  # written by to_dict, checked when present
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are unique (json keeps the last of repeated keys without a word)."""
+    keys = [key for key, _ in pairs]
+    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    if repeated:
+        raise ValueError(f"the key(s) {repeated} appear more than once in one object")
+    return dict(pairs)
 
 
 def tokenizer_from_dict(state: Any) -> Tokenizer:
@@ -52,9 +62,13 @@ def tokenizer_from_dict(state: Any) -> Tokenizer:
         raise ConfigError(f"not a tokenizer description: kind {kind!r} (expected one of {', '.join(TOKENIZER_KINDS)})")
     kind = state["kind"]
     missing = [key for key in _FIELDS[kind] if key not in state]
-    if missing:
+    known = ("kind", *_FIELDS[kind], *_OPTIONAL[kind])
+    unknown = sorted(str(key) for key in state if key not in known)
+    if missing or unknown:
+        problem = f"the key(s) {', '.join(map(repr, missing))} are missing" if missing else ""
+        problem += ("; " if missing and unknown else "") + (f"unknown key(s) {unknown}" if unknown else "")
         raise ConfigError(
-            f"malformed {kind} tokenizer description: the key(s) {', '.join(map(repr, missing))} are missing "
+            f"malformed {kind} tokenizer description: {problem} "
             f"(a {kind} tokenizer has {', '.join(map(repr, ('kind', *_FIELDS[kind])))})"
         )
     if kind == "char":
@@ -74,6 +88,8 @@ def tokenizer_from_dict(state: Any) -> Tokenizer:
                 "one npattn writes (a pattern from a file could take exponential time or drop characters)"
             )
         return BPETokenizer([(a, b) for a, b in merges], pattern)
+    if state.get("encoding", "gpt2") != "gpt2":
+        raise ConfigError(f"malformed gpt2 tokenizer description: encoding {state['encoding']!r:.40}, expected 'gpt2'")
     return gpt2_tokenizer()
 
 
@@ -103,7 +119,8 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
     source = check_source(path, "tokenizer file")
     data = read_bytes(source, "tokenizer file", limit=MAX_TOKENIZER_BYTES)
     try:
-        state = json.loads(data.decode("utf-8-sig"))  # a byte-order mark is dropped, as --text drops it
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        # a byte-order mark is dropped, as --text drops it; repeated keys are refused (json keeps the last)
+        state = json.loads(data.decode("utf-8-sig"), object_pairs_hook=_unique_keys)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: bad JSON, a 5000-digit number
         raise CheckpointError(f"cannot read the tokenizer file {source!r}: {type(exc).__name__}: {exc}") from None
     return tokenizer_from_dict(state)
