@@ -30,8 +30,10 @@ __all__ = [
     "check_probability",
     "check_seed",
     "device_name",
+    "finite_float",
     "grad_problem",
     "refuse_masked",
+    "shown",
     "stage_arrays",
     "wrap_stages",
 ]
@@ -226,11 +228,31 @@ def _human(nbytes: int) -> str:
     return f"{value:,.1f} {unit}"
 
 
+def finite_float(value: Any) -> float | None:
+    """``float(value)`` for a finite real number (not bool), else None: also for an int too large
+    for a float (10**400), where ``float()`` raises OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def shown(value: Any) -> str:
+    """``repr(value)``, but an int of more than 30 digits by its size (10**5000 cannot even be printed)."""
+    if isinstance(value, int) and value.bit_length() > 100:
+        return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
+    return repr(value)
+
+
 def check_finite(value: Any, name: str) -> float:
     """Return ``value`` as float if it is a finite real number (not bool), else raise ConfigError."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(float(value)):
-        raise ConfigError(f"{name} must be a finite number, got {value!r}")
-    return float(value)
+    number = finite_float(value)
+    if number is None:
+        raise ConfigError(f"{name} must be a finite number, got {shown(value)}")
+    return number
 
 
 def check_positive_int(value: Any, name: str) -> int:
@@ -274,9 +296,10 @@ def check_probability(value: Any, name: str) -> float:
     """Return ``value`` as float if it lies in [0, 1), else raise ConfigError."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ConfigError(f"{name} must be a number in [0, 1), got {value!r} ({type(value).__name__})")
-    if not 0.0 <= float(value) < 1.0:
-        raise ConfigError(f"{name} must lie in [0, 1), got {value}")
-    return float(value)
+    number = finite_float(value)
+    if number is None or not 0.0 <= number < 1.0:
+        raise ConfigError(f"{name} must lie in [0, 1), got {shown(value)}")
+    return number
 
 
 def grad_problem(grad: Any, data: np.ndarray, shape: tuple[int, ...] | None = None) -> str | None:

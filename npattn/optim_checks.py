@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool, from_tensor
+from npattn._checks import as_array, check_bool, finite_float, from_tensor, shown
 from npattn.errors import ConfigError, DTypeError, ShapeError, StateDictError
 from npattn.nn.module import Parameter
 
@@ -52,11 +52,12 @@ def _nonnegative(value: Any, name: str) -> float:
     if isinstance(value, np.ndarray):
         got = f"an array of shape {value.shape} and dtype {value.dtype}"
         raise ConfigError(f"Invalid {name}: expected a finite number >= 0, got {got}")
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ConfigError(f"Invalid {name}: expected a finite number >= 0, got {value!r}")
-    if value < 0:
+    number = finite_float(value)
+    if number is None:
+        raise ConfigError(f"Invalid {name}: expected a finite number >= 0, got {shown(value)}")
+    if number < 0:
         raise ConfigError(f"Invalid {name}: {value} (must be >= 0)")
-    return float(value)
+    return number
 
 
 def _betas(betas: Any) -> tuple[float, float]:
@@ -68,8 +69,9 @@ def _betas(betas: Any) -> tuple[float, float]:
         raise ConfigError(f"Invalid betas: expected a pair (beta1, beta2), got {betas!r}") from None
     beta1, beta2 = _number(beta1), _number(beta2)
     for i, beta in enumerate((beta1, beta2)):
-        if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not 0.0 <= float(beta) < 1.0:
-            raise ConfigError(f"Invalid beta parameter at index {i}: {beta!r} (must lie in [0, 1))")
+        number = finite_float(beta)
+        if number is None or not 0.0 <= number < 1.0:
+            raise ConfigError(f"Invalid beta parameter at index {i}: {shown(beta)} (must lie in [0, 1))")
     return float(beta1), float(beta2)
 
 

@@ -90,11 +90,13 @@ class LMSettings:
         check_nonnegative_int(self.sample_tokens, name("sample_tokens"))
         if self.steps is not None:
             check_nonnegative_int(self.steps, name("steps"))
-        check_probability(self.drop_rate, name("drop_rate"))
+        object.__setattr__(self, "drop_rate", check_probability(self.drop_rate, name("drop_rate")))
         check_bool(self.qkv_bias, name("qkv_bias"))
-        for field in ("lr", "weight_decay", "temperature"):
-            if check_finite(getattr(self, field), name(field)) < 0:
+        for field in ("lr", "weight_decay", "temperature"):  # kept as Python floats: compared exactly on resume
+            value = check_finite(getattr(self, field), name(field))
+            if value < 0:
                 raise ConfigError(f"{name(field)} must be >= 0, got {getattr(self, field)}")
+            object.__setattr__(self, field, value)
         if self.tokenizer not in TOKENIZER_KINDS:
             raise ConfigError(
                 f"unknown tokenizer {self.tokenizer!r} (--tokenizer); choose one of {', '.join(TOKENIZER_KINDS)}"
