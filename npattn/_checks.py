@@ -106,11 +106,8 @@ def from_tensor(value: Any) -> Any:
 
 
 def as_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:
-    """Validate an attention input: (n, d_in) or (b, n, d_in), returned as a private copy in ``dtype``.
-
-    The copy is what forward caches: backward sees x as it was at forward, even if the caller
-    changes its array in place in between (without it, the weight gradients would silently use
-    the new values).
+    """Validate an attention input: (n, d_in) or (b, n, d_in), converted to ``dtype`` (no copy when
+    it has it: the stage that reads x in backward keeps its own copy, ``functional.project_forward``).
 
     Raises:
         ShapeError: wrong rank or last dimension not ``d_in``.
@@ -126,7 +123,7 @@ def as_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.n
         raise ShapeError(
             f"{name}: expected last dimension d_in={d_in}, got shape {arr.shape} (last dimension {arr.shape[-1]})"
         )
-    return np.array(arr, dtype=dtype)
+    return np.asarray(arr, dtype=dtype)
 
 
 def as_batched_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:
@@ -146,8 +143,8 @@ def as_batched_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x")
 
 
 def as_features(x: Any, features: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:
-    """Validate a Linear input: shape (..., features) with at least one axis, returned as a private
-    copy in ``dtype`` (for the reason given in ``as_input``).
+    """Validate a Linear input: shape (..., features) with at least one axis, converted to ``dtype``
+    (no copy when it has it, as in ``as_input``).
 
     Raises:
         ShapeError: a 0-D array or a last dimension other than ``features``.
@@ -156,7 +153,7 @@ def as_features(x: Any, features: int, dtype: np.dtype | type, name: str = "x") 
     arr = as_array(x, name)
     if arr.ndim == 0 or arr.shape[-1] != features:
         raise ShapeError(f"{name}: expected shape (..., in_features={features}), got shape {arr.shape}")
-    return np.array(arr, dtype=dtype)
+    return np.asarray(arr, dtype=dtype)
 
 
 def check_grad_output(
