@@ -1276,6 +1276,13 @@ def reliability_bad_inputs() -> list[BadInput]:
             "idx: an empty prompt (shape (1, 0)) has no last token to continue from",
         ),
         (
+            "generate(model, idx, max_new_tokens, context_size)",
+            "max_new_tokens=10**400 (was a loop that never ends)",
+            lambda: generate(_tiny_gpt(), [[1]], 10**400, 4),
+            npattn.ConfigError,
+            "max_new_tokens must be at most 9223372036854775806 for a prompt of 1 tokens",
+        ),
+        (
             "CausalAttention(d_in, d_out, context_length, dropout)",
             "context_length=10**12 (was NumPy's 'array is too big'; on a machine with 16 GiB)",
             _on_16_gib(lambda: npattn.CausalAttention(3, 2, 10**12, 0.0)),

@@ -346,6 +346,20 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             "it is a directory",
         ),
         (
+            "npattn.save(obj, path)",
+            "an int of 5000 digits (was Python's ValueError from JSON)",
+            in_scratch(lambda: npattn.save({"w": np.ones(2), "n": 10**5000}, "x.npz")),
+            ckpt,
+            "cannot save state['n']: an integer of about 5001 digits (at most 4000 digits can be read back",
+        ),
+        (
+            "make_task(name).batch(step, size)",
+            "size=10**12 (was NumPy's MemoryError)",
+            lambda: make_task("selective-copy").batch(0, size=10**12),
+            cfg,
+            "SelectiveCopy.batch: size=1000000000000 sequences of 6 tokens do not fit in memory",
+        ),
+        (
             "npattn.save(obj, path, metadata=)",
             "a reserved key (was a file load refused)",
             in_scratch(lambda: npattn.save({"w": np.ones(2)}, "x.npz", metadata={"version": 2})),

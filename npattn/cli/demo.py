@@ -14,8 +14,9 @@ from typing import Any, TextIO
 import numpy as np
 
 from npattn.cli.streams import tell
+from npattn.errors import ConfigError
 from npattn.optim import Adam
-from npattn.train.figures import PLOT_HINT, check_plot_target, save_figure
+from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.loop import History, fit, progress_header, progress_line
 from npattn.train.tasks import SelectiveCopy, attention_weights
 
@@ -63,11 +64,10 @@ def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> i
     """Train on selective copy and print what happens; returns the exit code (0 = learned it)."""
     if plot is not None:
         try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            tell(f"npattn demo: {PLOT_HINT}")
+            check_plot_target(plot)
+        except ConfigError as err:
+            tell(f"npattn demo: {err}")
             return 2
-        check_plot_target(plot)
     task = SelectiveCopy(seed=123)
     k = task.n_classes
     model = task.make_model()

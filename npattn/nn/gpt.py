@@ -23,6 +23,7 @@ from npattn._checks import (
     check_nonnegative_int,
     check_positive_int,
     check_probability,
+    shown,
 )
 from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.nn import functional as F
@@ -283,8 +284,15 @@ def check_prompt(idx: np.ndarray, max_new_tokens: int) -> None:
 
     Raises:
         ConfigError: an empty prompt (n = 0) with ``max_new_tokens`` > 0 (the model's logits for
-            no tokens have no last position to pick the next token from).
+            no tokens have no last position to pick the next token from); n + ``max_new_tokens``
+            longer than any array can be (2**63 - 1 tokens), which no loop would ever finish.
     """
+    longest = np.iinfo(np.int64).max
+    if max_new_tokens > longest - idx.shape[1]:
+        raise ConfigError(
+            f"max_new_tokens must be at most {longest - idx.shape[1]} for a prompt of {idx.shape[1]} tokens (no "
+            f"array holds more than 2**63 - 1 tokens a row), got {shown(max_new_tokens)}"
+        )
     if max_new_tokens and idx.shape[1] == 0:
         raise ConfigError(
             f"idx: an empty prompt (shape {idx.shape}) has no last token to continue from; start it with "

@@ -10,11 +10,12 @@ Format (``.npz``, a zip of ``.npy`` arrays, never a pickle):
   member that holds them, so a nested state dict (an optimizer's, a training run's) comes back
   exactly as it was saved.
 
-Saving checks the index with the same function loading uses before anything is written, so
-``save`` never writes a file that ``load`` refuses. Loading never unpickles (``allow_pickle=False``)
-and is bounded by the file's size: from the zip directory and each member's ``.npy`` header, before
-any array is read, it refuses compressed members (a zip bomb), members that overlap or declare more
-bytes than the file holds (a huge shape), repeated names, and anything the index does not list.
+Saving checks the index (``npattn.train.checkpoint_index``) with the same function loading uses
+before anything is written, so ``save`` never writes a file that ``load`` refuses. Loading never
+unpickles (``allow_pickle=False``) and is bounded by the file's size: from the zip directory and
+each member's ``.npy`` header, before any array is read, it refuses compressed members (a zip
+bomb), members that overlap or declare more bytes than the file holds (a huge shape), repeated
+names, and anything the index does not list.
 Writing is atomic (``npattn.train.atomic``): a temporary file in the target's folder, flushed,
 fsync'ed and renamed over the target, so a crash leaves the previous checkpoint or the new one.
 
@@ -25,13 +26,11 @@ A path ending in ``.safetensors`` uses the safetensors format instead (the optio
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import math
 import os
 import pickletools
-import re
 import zipfile
 from collections.abc import Mapping
 from typing import Any
@@ -40,191 +39,21 @@ import numpy as np
 
 from npattn.errors import CheckpointError
 from npattn.train.atomic import atomic_write, check_source, check_target, sigint_held
+from npattn.train.checkpoint_index import (
+    FORMAT,
+    META_KEY,
+    RESERVED,
+    VERSION,
+    check_index_sha256,
+    check_json,
+    decode_tree,
+    encode_tree,
+    index_sha256,
+    parse_header,
+)
 from npattn.train.module_config import constructor_config
 
 __all__ = ["FORMAT", "VERSION", "load", "load_metadata", "save", "save_run"]
-
-FORMAT = "npattn-checkpoint"
-VERSION = 1
-META_KEY = "__npattn__"
-RESERVED = ("format", "version", "tree", "class", "config", "index_sha256")  # index keys that metadata cannot set
-MAX_DEPTH = 64  # nesting of dicts/lists/tuples a checkpoint may hold
-_SCALARS = (bool, int, float, str, type(None))
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,200}")
-
-
-# ----------------------------------------------------------------------------------------------
-# The tree: nested state -> (JSON-able description, {member name: array}) and back.
-
-
-def _member_name(keys: list[Any], arrays: Mapping[str, np.ndarray]) -> str:
-    """The path of plain keys (``optimizer/state/0/exp_avg``), or ``@<n>`` when that would not be safe."""
-    parts = [str(k) for k in keys]
-    name = "/".join(parts)
-    plain = all(_PLAIN_NAME.fullmatch(part) and part not in (".", "..") for part in parts)
-    if not plain or not parts or name == META_KEY or name.endswith(".npy") or len(name) > 1000 or name in arrays:
-        name = f"@{len(arrays)}"
-    return name
-
-
-def _where(keys: list[Any]) -> str:
-    return "state" + "".join(f"[{k!r}]" for k in keys)
-
-
-def _encode(value: Any, keys: list[Any], arrays: dict[str, np.ndarray], active: set[int]) -> Any:
-    if len(keys) > MAX_DEPTH:
-        raise CheckpointError(f"cannot save {_where(keys[:3])}...: nested deeper than {MAX_DEPTH} levels")
-    if isinstance(value, np.ma.MaskedArray):
-        raise CheckpointError(
-            f"cannot save {_where(keys)}: a masked array (its mask would be lost); save .data and .mask"
-        )
-    if isinstance(value, (np.ndarray, np.generic)):
-        arr = np.asarray(value)
-        if arr.dtype.kind not in "biuf":
-            raise CheckpointError(f"cannot save {_where(keys)}: dtype {arr.dtype} (only bool, int and float arrays)")
-        name = _member_name(keys, arrays)
-        arrays[name] = arr
-        return {"array": name, "scalar": isinstance(value, np.generic)}
-    if isinstance(value, _SCALARS):
-        return {"value": value}
-    if isinstance(value, (Mapping, list, tuple)):
-        if id(value) in active:
-            raise CheckpointError(f"cannot save {_where(keys)}: it contains itself")
-        active.add(id(value))
-        try:
-            if isinstance(value, Mapping):
-                items = []
-                for key, item in value.items():
-                    if isinstance(key, bool) or not isinstance(key, (str, int)):
-                        raise CheckpointError(f"cannot save {_where(keys)}: keys must be str or int, got {key!r}")
-                    items.append([key, _encode(item, [*keys, key], arrays, active)])
-                return {"dict": items}
-            kind = "tuple" if isinstance(value, tuple) else "list"
-            return {kind: [_encode(item, [*keys, i], arrays, active) for i, item in enumerate(value)]}
-        finally:
-            active.discard(id(value))
-    raise CheckpointError(
-        f"cannot save {_where(keys)} of type {type(value).__name__}: checkpoints hold arrays, numbers, "
-        "strings, None, and dicts/lists/tuples of them (never pickled objects)"
-    )
-
-
-def _check_tree(node: Any, names: list[str], depth: int = 0) -> None:
-    """Raise CheckpointError unless ``node`` is a tree ``_encode`` writes; collect its member names."""
-    if depth > MAX_DEPTH + 1:
-        raise CheckpointError(f"nested deeper than {MAX_DEPTH} levels")
-    if not isinstance(node, dict) or len(node) not in (1, 2):
-        raise CheckpointError(f"corrupt tree entry {node!r:.80}")
-    if "array" in node:
-        if (
-            set(node) != {"array", "scalar"}
-            or not isinstance(node["array"], str)
-            or not isinstance(node["scalar"], bool)
-        ):
-            raise CheckpointError(f"corrupt tree entry {node!r:.80}")
-        names.append(node["array"])
-    elif "value" in node:
-        if len(node) != 1 or not isinstance(node["value"], _SCALARS):
-            raise CheckpointError(f"corrupt tree entry {node!r:.80}")
-    elif "dict" in node and len(node) == 1 and isinstance(node["dict"], list):
-        for entry in node["dict"]:
-            key_ok = isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], (str, int))
-            if not key_ok or isinstance(entry[0], bool):
-                raise CheckpointError(f"corrupt dict entry {entry!r:.80} (expected [key, value])")
-            _check_tree(entry[1], names, depth + 1)
-        keys = [entry[0] for entry in node["dict"]]
-        if len(set(map(repr, keys))) != len(keys):
-            raise CheckpointError("a dict lists the same key twice")
-    elif len(node) == 1 and isinstance(items := node.get("list", node.get("tuple")), list):
-        for item in items:
-            _check_tree(item, names, depth + 1)
-    else:
-        raise CheckpointError(f"corrupt tree entry {node!r:.80}")
-
-
-def _decode(node: Any, arrays: Mapping[str, np.ndarray]) -> Any:
-    """The state ``_encode`` described (``node`` already passed ``_check_tree``)."""
-    if "array" in node:
-        arr = arrays[node["array"]]
-        return arr[()] if node["scalar"] else arr
-    if "value" in node:
-        return node["value"]
-    if "dict" in node:
-        return {key: _decode(item, arrays) for key, item in node["dict"]}
-    if "list" in node:
-        return [_decode(item, arrays) for item in node["list"]]
-    return tuple(_decode(item, arrays) for item in node["tuple"])
-
-
-# ----------------------------------------------------------------------------------------------
-# The index (header): the one check that both save and load run.
-
-
-def check_json(value: Any, where: str, depth: int = 0) -> None:
-    """Metadata must come back as it was: dicts with str keys, lists, str, int, float, bool, None."""
-    if depth > MAX_DEPTH:
-        raise CheckpointError(f"{where} is nested deeper than {MAX_DEPTH} levels")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise CheckpointError(f"metadata keys must be str (JSON object keys), got {key!r} in {where}")
-            check_json(item, f"{where}[{key!r}]", depth + 1)
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            check_json(item, f"{where}[{i}]", depth + 1)
-    elif not isinstance(value, _SCALARS):
-        hint = " (use a list)" if isinstance(value, tuple) else ""
-        raise CheckpointError(
-            f"{where} is a {type(value).__name__}{hint}: metadata is JSON, so it holds dicts with "
-            "str keys, lists, strings, numbers, booleans and None"
-        )
-
-
-def _check_header(header: Any) -> list[str]:
-    """Raise CheckpointError unless ``header`` is a valid index; return the member names its tree uses."""
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise CheckpointError(f"the {META_KEY!r} entry does not describe an npattn checkpoint")
-    version = header.get("version")
-    if type(version) is not int or version != VERSION:
-        raise CheckpointError(f"has checkpoint format version {version!r}; this npattn reads version {VERSION}")
-    if "tree" not in header:
-        raise CheckpointError(f"the {META_KEY!r} entry has no 'tree' (the nesting of the state)")
-    if not (header.get("class") is None or isinstance(header.get("class"), str)):
-        raise CheckpointError(f"the index's 'class' must be a string or null, got {header.get('class')!r:.60}")
-    if not isinstance(header.get("config", {}), dict):
-        raise CheckpointError(f"the index's 'config' must be an object, got {header.get('config')!r:.60}")
-    check_json({k: v for k, v in header.items() if k != "tree"}, "index")
-    names: list[str] = []
-    _check_tree(header["tree"], names)
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise CheckpointError(f"the index names the member(s) {repeated} more than once")
-    return names
-
-
-def _index_sha256(header: dict[str, Any]) -> str:
-    """SHA-256 of the index (class, config, tree, metadata) without its own ``index_sha256``."""
-    index = {k: v for k, v in header.items() if k != "index_sha256"}
-    return hashlib.sha256(json.dumps(index, sort_keys=True).encode("utf-8")).hexdigest()
-
-
-def _parse_header(text: str) -> tuple[dict[str, Any], list[str]]:
-    try:
-        header = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise CheckpointError(f"the {META_KEY!r} entry is not valid JSON ({reason})") from None
-    return header, _check_header(header)
-
-
-def _check_index_sha256(header: dict[str, Any], path: str) -> None:
-    """Refuse an index edited inside the file (absent in files written before it was recorded)."""
-    if "index_sha256" in header and header["index_sha256"] != _index_sha256(header):
-        raise CheckpointError(
-            f"{path!r}: its index was edited after it was written (class, config, metadata or tree no longer "
-            "match its 'index_sha256'); save the object again instead of editing the file"
-        )
-
 
 # ----------------------------------------------------------------------------------------------
 # save
@@ -294,10 +123,10 @@ def _save(obj: Any, path: Any, metadata: Mapping[str, Any] | None, own: Mapping[
         atomic_write(path, safetensors_bytes(state, meta))
         return
     arrays: dict[str, np.ndarray] = {}
-    tree = _encode(state, [], arrays, set())
+    tree = encode_tree(state, [], arrays, set())
     index = {"format": FORMAT, "version": VERSION, **meta, "tree": tree}
-    header_text = json.dumps({**index, "index_sha256": _index_sha256(index)})
-    _parse_header(header_text)  # the loader's own check: a file load refuses is never written
+    header_text = json.dumps({**index, "index_sha256": index_sha256(index)})
+    parse_header(header_text)  # the loader's own check: a file load refuses is never written
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:  # what np.savez writes
         for name, arr in {META_KEY: np.array(header_text), **arrays}.items():
@@ -384,7 +213,7 @@ class _Npz:
         if text.dtype.kind != "U" or text.shape != ():
             raise CheckpointError(f"{self.path!r}: the {META_KEY!r} entry is not the text an npattn checkpoint holds")
         try:
-            header, names = _parse_header(str(text[()]))
+            header, names = parse_header(str(text[()]))
         except CheckpointError as exc:
             sep = " " if str(exc).startswith("has ") else ": "
             raise CheckpointError(f"{self.path!r}{sep}{exc}") from None
@@ -436,7 +265,7 @@ def _open_npz(path: str, read_arrays: bool) -> tuple[dict[str, Any], dict[str, n
                     raise CheckpointError(f"{path!r}: the index marks member {name!r} of shape {shape} as a scalar")
                 if read_arrays:
                     arrays[name] = npz.read(name)
-            _check_index_sha256(header, path)  # after the members: a specific problem is named first
+            check_index_sha256(header, path)  # after the members: a specific problem is named first
     except CheckpointError:
         raise
     except PermissionError as exc:  # the OS refuses: not a corrupt file
@@ -465,7 +294,7 @@ def load(path: str | os.PathLike[str]) -> Any:
 
         return load_safetensors(source)[0]
     header, arrays = _open_npz(source, read_arrays=True)
-    return _decode(header["tree"], arrays)
+    return decode_tree(header["tree"], arrays)
 
 
 def _scalar_names(node: Any) -> list[str]:

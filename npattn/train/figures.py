@@ -27,7 +27,8 @@ def check_plot_target(path: Any) -> str:
     """The plot path, checked before any work.
 
     Raises:
-        ConfigError: matplotlib is missing, or cannot write the file's extension.
+        ConfigError: matplotlib is missing, fails to import (a bad MPLBACKEND), or cannot write the
+            file's extension.
         CheckpointError: the path is a directory, a device, or its folder does not exist.
     """
     try:
@@ -35,6 +36,11 @@ def check_plot_target(path: Any) -> str:
         from matplotlib.backend_bases import FigureCanvasBase
     except ImportError:
         raise ConfigError(PLOT_HINT) from None
+    except ValueError as err:  # matplotlib refuses its settings at import, e.g. MPLBACKEND=nonsense
+        raise ConfigError(
+            f"--plot: matplotlib fails to start ({err}); check the MPLBACKEND environment variable and "
+            "matplotlibrc (npattn draws with the Agg backend whatever they say)"
+        ) from None
     text = as_path(path, "plot path")
     check_target(text, "plot")
     ext = _format(text)

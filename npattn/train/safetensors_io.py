@@ -16,7 +16,7 @@ import numpy as np
 
 from npattn.errors import CheckpointError
 from npattn.train.atomic import read_bytes
-from npattn.train.checkpoint import FORMAT, VERSION, check_json
+from npattn.train.checkpoint_index import FORMAT, VERSION, check_json
 
 __all__ = ["load_safetensors", "safetensors_bytes"]
 
@@ -45,11 +45,17 @@ def _safetensors_numpy() -> Any:
 
 def safetensors_bytes(state: Mapping[str, Any], meta: dict[str, Any]) -> bytes:
     st = _safetensors_numpy()
-    if not all(isinstance(k, str) and isinstance(v, np.ndarray) for k, v in state.items()):
-        raise CheckpointError(
-            ".safetensors holds a flat name -> array state dict (a Module's); save nested state "
-            "(an optimizer's, a training run's) to a .npz path"
-        )
+    for key, value in state.items():
+        if isinstance(value, (Mapping, list, tuple)) or not isinstance(key, str):
+            raise CheckpointError(
+                ".safetensors holds a flat name -> array state dict (a Module's); save nested state "
+                f"(an optimizer's, a training run's) to a .npz path (got {key!r}: {type(value).__name__})"
+            )
+        if not isinstance(value, np.ndarray):
+            raise CheckpointError(
+                f"cannot save {key!r} to .safetensors: it is of type {type(value).__name__}, not a NumPy array "
+                "(a torch tensor becomes one with .numpy(); a .npz path also holds numbers)"
+            )
     tensors = {}
     for key, value in state.items():
         if key == "__metadata__" or not key or not _utf8(key):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_nonnegative_int, check_positive_int, check_seed
-from npattn.errors import ConfigError
+from npattn.errors import ConfigError, NpattnError
 from npattn.nn.attention import SelfAttention_v1
 from npattn.nn.losses import CrossEntropyLoss, Loss, MSELoss
 from npattn.nn.module import Module
@@ -75,19 +75,33 @@ class _Task:
         """Training batch number ``step``: (x (b, n, d_in), target); ``size`` sequences (None: batch_size).
 
         Raises:
-            ConfigError: ``step`` not an integer >= 0 (a bool, a float) or ``size`` not a positive integer.
+            ConfigError: ``step`` not an integer >= 0 (a bool, a float), ``size`` not a positive
+                integer, or too many sequences for memory.
         """
         step = check_nonnegative_int(step, f"{type(self).__name__}.batch: step")
         size = self.batch_size if size is None else check_positive_int(size, f"{type(self).__name__}.batch: size")
-        return self._sample(np.random.default_rng([self.seed, 0, step]), size)
+        return self._sized(np.random.default_rng([self.seed, 0, step]), size, "batch")
 
     def eval_rng(self) -> np.random.Generator:
         """The held-out stream ``[seed, 1, 0]``, which the training batches never use."""
         return np.random.default_rng([self.seed, 1, 0])
 
     def eval_batch(self, size: int = 1000) -> tuple[np.ndarray, np.ndarray]:
-        """Held-out data: (x, target) from ``eval_rng()``. Raises ConfigError: ``size`` not a positive integer."""
-        return self._sample(self.eval_rng(), check_positive_int(size, f"{type(self).__name__}.eval_batch: size"))
+        """Held-out data: (x, target) from ``eval_rng()``. Raises ConfigError: ``size`` not a positive
+        integer, or too many sequences for memory."""
+        size = check_positive_int(size, f"{type(self).__name__}.eval_batch: size")
+        return self._sized(self.eval_rng(), size, "eval_batch")
+
+    def _sized(self, rng: np.random.Generator, size: int, method: str) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            return self._sample(rng, size)
+        except NpattnError:
+            raise
+        except (MemoryError, ValueError) as err:  # NumPy: "Unable to allocate ..." / "Maximum allowed dimension"
+            raise ConfigError(
+                f"{type(self).__name__}.{method}: size={size} sequences of {self.n_tokens} tokens do not fit in "
+                f"memory ({err})"
+            ) from None
 
     def _sample(self, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError

@@ -50,6 +50,23 @@ def test_demo_plot_without_matplotlib_says_how_to_get_it(capsys, monkeypatch, tm
     assert not (tmp_path / "fig.png").exists()
 
 
+@pytest.mark.parametrize("command", [["demo"], ["train", "--task", "lm", "--text", "text.txt"]])
+def test_plot_with_a_bad_mplbackend_is_one_line_before_any_work(capsys, tmp_path, monkeypatch, command):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "text.txt").write_text("every effort moves you forward. " * 40)
+    script = (
+        "import sys; from npattn.cli.main import main; "
+        f"sys.exit(main({command!r} + ['--plot', {str(tmp_path / 'fig.png')!r}]))"
+    )
+    env = {**__import__("os").environ, "MPLBACKEND": "no-such-backend"}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "matplotlib fails to start" in result.stderr and "MPLBACKEND" in result.stderr
+    assert result.stdout == "" and not (tmp_path / "fig.png").exists()
+
+
 def test_demo_plot_with_matplotlib(capsys, tmp_path):
     import pytest
 

@@ -656,6 +656,9 @@ def test_safetensors_refuses_what_it_cannot_hold_and_keeps_0d(tmp_path):
         ({"__metadata__": np.ones(1)}, "reserved"),
         ({"a\udc80": np.ones(1)}, "not UTF-8"),
         ({"c": np.ones(2, complex)}, "dtype complex128"),
+        ({"step": 3}, "cannot save 'step' to .safetensors: it is of type int, not a NumPy array"),
+        ({"s": np.float64(2.0)}, "it is of type float64, not a NumPy array"),
+        ({"o": {"w": np.ones(2)}}, r"save nested state .* to a .npz path \(got 'o': dict\)"),
     ]:
         with pytest.raises(npattn.CheckpointError, match=message):
             npattn.save(state, path)
