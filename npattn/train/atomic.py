@@ -226,8 +226,10 @@ def _new_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def atomic_write(path: Any, data: bytes, what: str = "checkpoint") -> None:
-    """Replace the file ``check_target(path)`` names with ``data``, atomically (see the module doc).
+def atomic_write(path: Any, data: bytes, what: str = "checkpoint") -> os.stat_result:
+    """Replace the file ``check_target(path)`` names with ``data``, atomically (see the module doc);
+    returns the written file's stat, taken from its descriptor (what a later ``os.stat`` of the path
+    shows unless the file was replaced since).
 
     Raises:
         CheckpointError: the target is refused by ``check_target``, or writing fails (the message
@@ -253,6 +255,7 @@ def atomic_write(path: Any, data: bytes, what: str = "checkpoint") -> None:
                 except OSError:
                     pass  # only root may give a file away; the permissions are kept all the same
             os.fsync(f.fileno())
+            written = os.fstat(f.fileno())
         os.replace(tmp, real)
         tmp = None
     except OSError as exc:
@@ -263,6 +266,7 @@ def atomic_write(path: Any, data: bytes, what: str = "checkpoint") -> None:
         if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     _fsync_folder(folder)
+    return written
 
 
 def _fsync_folder(folder: str) -> None:

@@ -107,21 +107,24 @@ def save(obj: Any, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] 
         _save(obj, path, metadata)
 
 
-def save_run(state: Mapping[str, Any], path: str | os.PathLike[str], model_class: str, config: dict[str, Any]) -> None:
+def save_run(
+    state: Mapping[str, Any], path: str | os.PathLike[str], model_class: str, config: dict[str, Any]
+) -> os.stat_result:
     """``save`` of a training run's state, recording the class and config of the model it trains
-    (the index entries that ``save``'s metadata may not set)."""
+    (the index entries that ``save``'s metadata may not set); returns the written file's stat."""
     with sigint_held():
-        _save(state, path, None, {"class": model_class, "config": config})
+        return _save(state, path, None, {"class": model_class, "config": config})
 
 
-def _save(obj: Any, path: Any, metadata: Mapping[str, Any] | None, own: Mapping[str, Any] | None = None) -> None:
+def _save(
+    obj: Any, path: Any, metadata: Mapping[str, Any] | None, own: Mapping[str, Any] | None = None
+) -> os.stat_result:
     target = check_target(path)
     state, meta = _state_and_meta(obj, metadata, own)
     if target.lower().endswith(".safetensors"):
         from npattn.train.safetensors_io import safetensors_bytes
 
-        atomic_write(path, safetensors_bytes(state, meta))
-        return
+        return atomic_write(path, safetensors_bytes(state, meta))
     arrays: dict[str, np.ndarray] = {}
     tree = encode_tree(state, [], arrays, set())
     index = {"format": FORMAT, "version": VERSION, **meta, "tree": tree}
@@ -132,7 +135,7 @@ def _save(obj: Any, path: Any, metadata: Mapping[str, Any] | None, own: Mapping[
         for name, arr in {META_KEY: np.array(header_text), **arrays}.items():
             with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, arr, allow_pickle=False)
-    atomic_write(path, buffer.getvalue())
+    return atomic_write(path, buffer.getvalue())
 
 
 # ----------------------------------------------------------------------------------------------

@@ -52,6 +52,12 @@ __all__ = [
 Batches = Callable[[int], tuple[np.ndarray, Any]]
 
 
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    """A file's kind, device, inode, size and mtime: the size and time tell apart a new file that
+    reuses a freed inode."""
+    return (stat.S_IFMT(st.st_mode), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C (SIGINT) stopped training; the message says the step the run reached and what its
     last checkpoint holds (a checkpoint is written atomically: an interrupted write leaves the old file)."""
@@ -74,13 +80,11 @@ class Progress:
         self.seen = self._on_disk()
 
     def _on_disk(self) -> tuple[int, ...] | None:
-        """What ``save`` names now (symlinks followed), or None if nothing; the size and time tell
-        a new file that reuses a freed inode apart."""
+        """What ``save`` names now (symlinks followed), or None if nothing."""
         try:
-            st = os.stat(self.save)  # type: ignore[arg-type]
+            return _identity(os.stat(self.save))  # type: ignore[arg-type]
         except (OSError, TypeError, ValueError):
             return None
-        return (stat.S_IFMT(st.st_mode), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _holds(self) -> str:
         """What ``save`` holds now, the end of a sentence naming it."""
@@ -105,14 +109,15 @@ class Progress:
             return f"This run wrote no checkpoint: {self.save!r} {self._holds()}."
         return f"The last checkpoint of this run, {self.save!r}, {self._holds()}."
 
-    def record_save(self, step: int, write: Callable[[], None]) -> None:
-        """``write()`` (the atomic save of step ``step``), then ``saved = step`` and ``seen``, with
-        Ctrl-C held back until all are done: an interrupt is never reported against a file it did not
-        see."""
+    def record_save(self, step: int, write: Callable[[], os.stat_result]) -> None:
+        """``write()`` (the atomic save of step ``step``, returning the stat of the file it wrote),
+        then ``saved = step`` and ``seen``, with Ctrl-C held back until all are done: an interrupt is
+        never reported against a file it did not see, and a file replaced right after the write is
+        never taken for the one written."""
         with sigint_held():
-            write()
+            written = write()
             self.saved = step
-            self.seen = self._on_disk()
+            self.seen = _identity(written)
 
     @contextmanager
     def interrupts(self) -> Iterator[None]:

@@ -85,3 +85,25 @@ def test_no_checkpoint_yet_and_an_untouched_target_is_as_before(tmp_path, monkey
     assert main(["train", "--task", "teacher-student", "--steps", "4", "--save", str(ck)]) == 130
     message = f"interrupted at step 2; no checkpoint was written: '{ck}' is as it was before the run"
     assert capsys.readouterr().err == f"npattn train: {message}\n"
+
+
+def test_a_file_replaced_right_after_the_write_is_not_taken_for_it(tmp_path, monkeypatch, capsys):
+    """The file written is known by its descriptor's stat: a directory put in its place between the
+    rename and the record (moved aside, a folder made) is not what the message says holds the step."""
+    from npattn.train import checkpoint
+
+    ck = tmp_path / "r.npz"
+    original, saves = checkpoint.save_run, []
+
+    def save_run(*args, **kwargs):
+        written = original(*args, **kwargs)
+        saves.append(1)
+        if len(saves) == 2:  # the save of step 4: moved aside and a directory made in its place
+            os.replace(ck, tmp_path / "moved.npz")
+            os.mkdir(ck)
+        return written
+
+    monkeypatch.setattr(checkpoint, "save_run", save_run)
+    _on_step(monkeypatch, 6, _interrupt)
+    assert main(["train", "--task", "teacher-student", "--steps", "8", "--save", str(ck), "--save-every", "2"]) == 130
+    assert capsys.readouterr().err == f"npattn train: interrupted at step 5; the last checkpoint '{ck}' {GONE}\n"
