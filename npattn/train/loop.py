@@ -109,15 +109,16 @@ class Progress:
             return f"This run wrote no checkpoint: {self.save!r} {self._holds()}."
         return f"The last checkpoint of this run, {self.save!r}, {self._holds()}."
 
-    def record_save(self, step: int, write: Callable[[], os.stat_result]) -> None:
-        """``write()`` (the atomic save of step ``step``, returning the stat of the file it wrote),
-        then ``saved = step`` and ``seen``, with Ctrl-C held back until all are done: an interrupt is
-        never reported against a file it did not see, and a file replaced right after the write is
-        never taken for the one written."""
+    def record_save(self, step: int, write: Callable[[], os.stat_result | None]) -> None:
+        """``write()`` (the atomic save of step ``step``, returning the stat of the file it wrote, as
+        ``checkpoint.save_run`` does), then ``saved = step`` and ``seen``, with Ctrl-C held back until
+        all are done: an interrupt is never reported against a file it did not see, and a file
+        replaced right after the write is never taken for the one written (a ``write`` that returns
+        None: what the path shows just after it)."""
         with sigint_held():
             written = write()
             self.saved = step
-            self.seen = _identity(written)
+            self.seen = self._on_disk() if written is None else _identity(written)
 
     @contextmanager
     def interrupts(self) -> Iterator[None]:

@@ -167,7 +167,7 @@ def test_an_unedited_checkpoint_still_resumes_bit_for_bit(runs, tmp_path):
 def test_the_digest_survives_the_round_trip_through_the_file(tmp_path, monkeypatch, kind, steps):
     written = []
     save_run = checkpoint.save_run
-    monkeypatch.setattr(checkpoint, "save_run", lambda state, *args: (written.append(state), save_run(state, *args)))
+    monkeypatch.setattr(checkpoint, "save_run", lambda state, *args: (written.append(state), save_run(state, *args))[1])
     path = tmp_path / "r.npz"
     if kind == "task":
         train_task("teacher-student", steps=steps, save=path)
