@@ -465,10 +465,17 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
         ),
         (
             "train_task(save=)",
-            "a folder no one may write (mode 555, as /proc), refused for root too (was found after training)",
-            lambda: npattn.train_task(steps=2, save="/proc/npattn-run.npz"),
+            "a folder no one may write (mode 555, as /sys), refused for root too (was found after training)",
+            lambda: npattn.train_task(steps=2, save="/sys/npattn-run.npz"),
             ckpt,
-            "cannot write checkpoint '/proc/npattn-run.npz': permission denied in the folder '/proc'",
+            "cannot write checkpoint '/sys/npattn-run.npz': permission denied in the folder '/sys'",
+        ),
+        (
+            "npattn.save(obj, path)",
+            "'/dev/stdout', a link into /proc (was: the file standard output went to was replaced)",
+            lambda: npattn.save({"w": np.ones(2)}, "/dev/stdout"),
+            ckpt,
+            "cannot write checkpoint '/dev/stdout': it lies under /proc (it leads to '/proc/self/fd/1')",
         ),
         ("train_task(...)", "steps=-1 (was accepted)", lambda: npattn.train_task(steps=-1), cfg, "steps must be"),
         (

@@ -10,6 +10,12 @@ scale, so the defaults (atol = 1e-8, or the rounding noise ``difference_noise`` 
 rtol = 1e-6) reject a gradient scaled by 1.0001 (an error of 1e-4 of the scale) by a factor of
 about 100, and pass a correct one with a margin of about 100 or more.
 
+With the default atol, a tensor whose gradient would pass with its sign flipped (it is below
+atol, or far below the other outputs' rounding noise) gets an atol of its own (``_resolve``):
+ten times the change between the differences at step h and 2h, at least the rounding noise at h,
+at h = eps, 100 eps or 10^4 eps; below the noise at every step, the report says so in a note.
+A backward must add to ``.grad``: a second forward and backward must double every gradient.
+
 A check that cannot fail is refused (ConfigError) rather than passed: an input with no elements,
 rtol >= 1e-4, and an atol so wide that, for the largest gradient compared, a gradient off by
 0.01% (x 1.0001) or with its sign flipped would pass (a caller's atol: for any tensor, with its
@@ -51,6 +57,64 @@ __all__ = ["DETECTS", "GradcheckReport", "TensorCheck", "gradcheck", "gradcheck_
 __all__ += ["DIFFERENCE_NOISE", "MIN_EPS", "difference_noise", "max_relative_error"]
 
 
+def _numerical(target: np.ndarray, loss: Callable[[], float], h: float, directions: np.ndarray | None) -> np.ndarray:
+    """Central differences (L(t + h v) - L(t - h v)) / 2h of ``loss`` w.r.t. ``target`` (perturbed in
+    place, then restored): along each of ``directions``, or (None) along every element."""
+    if directions is not None:
+        numerical = np.empty(len(directions))
+        for k, v in enumerate(directions):
+            original = target.copy()
+            target += h * v
+            plus = loss()
+            target[...] = original - h * v
+            minus = loss()
+            target[...] = original
+            numerical[k] = (plus - minus) / (2 * h)
+        return numerical
+    numerical = np.empty(target.shape)
+    for index in np.ndindex(*target.shape):
+        original = target[index]
+        target[index] = original + h
+        plus = loss()
+        target[index] = original - h
+        minus = loss()
+        target[index] = original
+        numerical[index] = (plus - minus) / (2 * h)
+    return numerical
+
+
+STEPS = (1.0, 100.0, 10000.0)
+"""The steps a small gradient is tried at, as multiples of eps (see ``_resolve``)."""
+
+
+def _resolve(
+    target: np.ndarray,
+    loss: Callable[[], float],
+    numerical: np.ndarray,
+    eps: float,
+    noise: float,
+    rtol: float,
+    directions: np.ndarray | None,
+) -> tuple[np.ndarray, float, float] | None:
+    """A tensor whose gradient is so small that the default atol would pass it with its sign
+    flipped gets its own atol: the differences' error measured at step h against step 2h (ten
+    times it), and the rounding noise at h (``noise`` at eps, times eps / h). The first step h of
+    ``STEPS`` at which a sign flip fails wins: (numerical, atol, h). None: no step resolves the
+    gradient (it is zero within the noise, or the forward is not finite at the larger steps)."""
+    for factor in STEPS:
+        h = eps * factor
+        try:
+            at_h = numerical if factor == 1.0 else _numerical(target, loss, h, directions)
+            at_2h = _numerical(target, loss, 2 * h, directions)
+        except ConfigError:  # the forward is not finite that far from the point
+            return None
+        atol = max(noise / factor, 10 * float(np.max(np.abs(at_h - at_2h))))
+        scale = float(np.max(np.abs(at_h)))
+        if atol + rtol * scale < 2 * scale:
+            return at_h, atol, h
+    return None
+
+
 def _compare(
     name: str,
     target: np.ndarray,
@@ -62,41 +126,35 @@ def _compare(
     fast_mode: bool,
     n_directions: int,
     rng: np.random.Generator,
+    noise: float | None = None,
 ) -> TensorCheck:
-    """Central differences of ``loss`` w.r.t. ``target`` (perturbed in place, then restored)."""
+    """Central differences of ``loss`` w.r.t. ``target`` against ``analytical``. ``noise``: the
+    differences' rounding noise at eps when ``atol`` is the default (then a gradient too small for
+    it is resolved with ``_resolve``); None for a caller's atol, which is used as it is."""
     if analytical.shape != target.shape:
         raise GradcheckError(
             f"analytical gradient of {name} has shape {analytical.shape}, expected {target.shape} (the tensor's shape)"
         )
+    directions = None
     if fast_mode:
         directions = rng.standard_normal((n_directions, *target.shape))
         directions /= np.sqrt(np.sum(directions**2, axis=tuple(range(1, directions.ndim)), keepdims=True)) + 1e-300
-        numerical = np.empty(n_directions)
-        for k, v in enumerate(directions):
-            original = target.copy()
-            target += eps * v
-            plus = loss()
-            target[...] = original - eps * v
-            minus = loss()
-            target[...] = original
-            numerical[k] = (plus - minus) / (2 * eps)
         analytic = np.array([np.sum(analytical * v) for v in directions])
     else:
-        numerical = np.empty(target.shape)
-        for index in np.ndindex(*target.shape):
-            original = target[index]
-            target[index] = original + eps
-            plus = loss()
-            target[index] = original - eps
-            minus = loss()
-            target[index] = original
-            numerical[index] = (plus - minus) / (2 * eps)
         analytic = analytical.astype(np.float64)
-    error = np.abs(numerical - analytic)
+    numerical = _numerical(target, loss, eps, directions)
     scale = float(np.max(np.abs(numerical))) if numerical.size else 0.0
+    step, resolved = eps, True
+    if noise is not None and numerical.size and atol + rtol * scale >= 2 * scale:  # a sign flip would pass
+        found = _resolve(target, loss, numerical, eps, noise, rtol, directions)
+        resolved = found is not None
+        if found is not None:
+            numerical, atol, step = found
+            scale = float(np.max(np.abs(numerical)))
     allowed = atol + rtol * scale
-    if error.size == 0:
+    if numerical.size == 0:
         return TensorCheck(name, target.shape, 0.0, 0.0, allowed, (), 0.0, 0.0, fast_mode, scale)
+    error = np.abs(numerical - analytic)
     worst = np.unravel_index(int(np.argmax(error)), error.shape)
     return TensorCheck(
         name=name,
@@ -109,6 +167,8 @@ def _compare(
         analytical=float(analytic[worst]),
         directional=fast_mode,
         scale=scale,
+        step=step,
+        resolved=resolved,
     )
 
 
@@ -188,17 +248,42 @@ def gradcheck(
     def loss() -> float:
         return float(np.sum(_check_output(model(x64.copy()), "gradcheck") * G))
 
+    first = {name: p.grad.copy() for name, p in model.named_parameters() if isinstance(p.grad, np.ndarray)}
+    _check_accumulates(model, x64, G, first)
     report = _new_report(out, G, eps, atol, rtol)
-    atol = report.atol
+    atol, noise = report.atol, report.noise
     for name, param in model.named_parameters():
-        if param.grad is None:  # frozen: no gradient to check
+        if name not in first:  # frozen: no gradient to check
             continue
-        analytical = param.grad.copy()
-        check = _compare(name, param.data, analytical, loss, eps, atol, rtol, fast_mode, n_directions, rng)
+        analytical = first[name]
+        check = _compare(name, param.data, analytical, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise)
         report.checks.append(check)
     if check_input:
-        report.checks.append(_compare("x", x64, np.asarray(dx), loss, eps, atol, rtol, fast_mode, n_directions, rng))
+        dx = np.asarray(dx)
+        report.checks.append(_compare("x", x64, dx, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise))
     return _finish(report, raise_exception)
+
+
+def _check_accumulates(model: Module, x: np.ndarray, G: np.ndarray, first: Mapping[str, np.ndarray]) -> None:
+    """A second forward and backward must add the same gradient again (``.grad`` accumulates, as in
+    PyTorch): a backward that assigns ``.grad`` passes a check from zeroed grads, yet breaks every
+    gradient summed over several backward calls.
+
+    Raises:
+        GradcheckError: naming the first parameter whose ``.grad`` is not twice the first gradient.
+    """
+    model(x.copy())
+    model.backward(G.copy())
+    for name, param in model.named_parameters():
+        if name not in first:
+            continue
+        twice, grad = 2 * first[name], param.grad
+        if not (isinstance(grad, np.ndarray) and grad.shape == twice.shape and np.allclose(grad, twice, 1e-9, 0)):
+            raise GradcheckError(
+                f"gradcheck: after a second backward, {name}.grad is not twice the first gradient: backward must "
+                "add to .grad (param.grad += ..., as PyTorch accumulates), not assign it"
+            )
+    model.zero_grad()
 
 
 def gradcheck_stage(
@@ -308,11 +393,11 @@ def gradcheck_stage(
         return float(np.sum(run()[0] * G))
 
     report = _new_report(out, G, eps, atol, rtol)
-    atol = report.atol
+    atol, noise = report.atol, report.noise
     for i in floats:
-        report.checks.append(
-            _compare(names[i], arrays[i], np.asarray(by_input[i]), loss, eps, atol, rtol, fast_mode, n_directions, rng)
-        )
+        grad = np.asarray(by_input[i])
+        check = _compare(names[i], arrays[i], grad, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise)
+        report.checks.append(check)
     return _finish(report, raise_exception)
 
 

@@ -29,6 +29,8 @@ class TensorCheck:
     analytical: float
     directional: bool = False
     scale: float = 0.0  # max |numerical|: what the error is measured against
+    step: float = 0.0  # the finite-difference step used (eps, or larger for a gradient below its noise)
+    resolved: bool = True  # False: the gradient is below the differences' noise at every step tried
 
     @property
     def passed(self) -> bool:
@@ -50,6 +52,7 @@ class GradcheckReport:
     rtol: float = 1e-6
     note: str = ""  # why a correct backward may fail (a forward in float32), printed with the verdict
     user_atol: bool = True  # atol given by the caller: every tensor must be able to fail under it
+    noise: float | None = None  # the differences' rounding noise at eps, with the default atol
 
     @property
     def passed(self) -> bool:
@@ -79,9 +82,29 @@ class GradcheckReport:
                 f"{c.allowed:>10.2e} {margin:>9}  {'ok' if c.passed else 'FAIL'}"
             )
         rows.append(f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {'PASSED' if self.passed else 'FAILED'}")
+        rows += self.small_gradients()
         if self.note and not self.passed:
             rows.append(self.note)
         return "\n".join(rows)
+
+    def small_gradients(self) -> list[str]:
+        """A line for each tensor whose gradient is too small for the default atol at eps: checked
+        at a larger step with an atol of its own, or below the noise at every step tried (then a
+        gradient of the right size with the wrong sign, or none at all, would pass: said so)."""
+        lines = []
+        for c in self.checks:
+            if not c.resolved:
+                lines.append(
+                    f"note: {c.name}'s numerical gradient (largest {c.scale:.3g}) is below the finite differences' "
+                    f"noise at every step up to {self.eps * 1e4:g}: only |analytical| <= {c.allowed:.2g} is checked, "
+                    f"so a wrong sign would pass; check {c.name} where the loss is not dominated by larger outputs"
+                )
+            elif c.step > self.eps:
+                lines.append(
+                    f"note: {c.name}'s gradient (largest {c.scale:.3g}) is below the rounding noise at eps, so it is "
+                    f"checked at step {c.step:g} (allowed {c.allowed:.2g})"
+                )
+        return lines
 
     __repr__ = __str__
 

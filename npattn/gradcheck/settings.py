@@ -110,6 +110,9 @@ def _check_output(out: Any, who: str) -> np.ndarray:
 def _new_report(out: Any, G: np.ndarray, eps: float, atol: float | None, rtol: float) -> GradcheckReport:
     """The report, with the default atol (None): 1e-8 or, when larger, ``difference_noise``."""
     user_atol = atol is not None
+    noise = difference_noise(np.asarray(out, dtype=np.float64), G, eps)
     if atol is None:
-        atol = max(1e-8, difference_noise(np.asarray(out, dtype=np.float64), G, eps))
-    return GradcheckReport(eps=eps, atol=atol, rtol=rtol, note=_precision_hint(out), user_atol=user_atol)
+        atol = max(1e-8, noise)
+    report = GradcheckReport(eps=eps, atol=atol, rtol=rtol, note=_precision_hint(out), user_atol=user_atol)
+    report.noise = None if user_atol else noise
+    return report

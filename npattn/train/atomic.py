@@ -26,8 +26,8 @@ from typing import Any
 from npattn.errors import CheckpointError, ConfigError
 
 __all__ = [
-    "as_path", "atomic_write", "check_distinct", "check_source", "check_target", "probe_target", "read_bytes",
-    "sigint_held",
+    "as_path", "atomic_write", "check_checkpoint_target", "check_distinct", "check_source", "check_target",
+    "probe_target", "read_bytes", "sigint_held",
 ]  # fmt: skip
 
 _KINDS = {
@@ -127,17 +127,45 @@ def check_distinct(outputs: dict[str, Any], inputs: dict[str, Any], may_equal: t
             seen.append((kind, label, text, ident))
 
 
+def _into_proc(text: str) -> str | None:
+    """The path under /proc that resolving ``text`` reaches (``/dev/stdout`` ->
+    ``/proc/self/fd/1``), else None. A process's fd links lead to whatever the descriptor is open on
+    (the file standard output is redirected to): replacing that would destroy it."""
+    path = os.path.abspath(text)
+    for _ in range(40):  # links followed; a loop is left to realpath's own error
+        parts = path.split(os.sep)
+        for i in range(2, len(parts) + 1):
+            prefix = os.sep.join(parts[:i])
+            if prefix == "/proc" or prefix.startswith("/proc/"):
+                return path
+            if os.path.islink(prefix):
+                target = os.path.join(os.path.dirname(prefix), os.readlink(prefix))
+                path = os.path.normpath(os.path.join(target, *parts[i:]))
+                break
+        else:
+            return None
+    return None
+
+
 def check_target(path: Any, what: str = "checkpoint") -> str:
     """The file that saving to ``path`` will replace (symlinks followed), checked before writing.
 
     Raises:
         CheckpointError: the path is a directory, a device, a FIFO or a socket (or a link to one),
-            its folder does not exist, or the file or folder is not writable.
+            leads into /proc (``/dev/stdout``, ``/dev/fd/1``: a process's open file, not a file to
+            replace), its folder does not exist, or the file or folder is not writable.
     """
     text = as_path(path, f"{what} path")
     if text.endswith(os.sep) or (os.altsep and text.endswith(os.altsep)):
         raise CheckpointError(f"cannot write {what} {text!r}: the path ends in a separator (a folder); name a file")
-    real = resolved(text, what)
+    real = resolved(text, what)  # first: a deleted working folder is named as such
+    proc = _into_proc(text)
+    if proc is not None:
+        via = "" if os.path.abspath(text) == proc else f" (it leads to {proc!r})"
+        raise CheckpointError(
+            f"cannot write {what} {text!r}: it lies under /proc{via}, a process's open files and settings (such as "
+            "standard output), not a file to replace; save to a file path"
+        )
     try:
         st = os.stat(real)
     except (FileNotFoundError, NotADirectoryError):
@@ -166,6 +194,25 @@ def _temp_file(real: str) -> tuple[int, str]:
     return tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)[:32]}.", suffix=".tmp")
 
 
+def check_checkpoint_target(path: Any) -> tuple[str, bool]:
+    """``check_target`` for a checkpoint, and its format: (the file replaced, True for safetensors).
+    ``load`` reads the format from the name it is given, so a symlink whose name and target
+    disagree (``a.safetensors`` -> ``a.npz``) is refused: one name would read back the other format.
+
+    Raises:
+        CheckpointError: as ``check_target``, or such a symlink (naming both names).
+    """
+    text = as_path(path)
+    real = check_target(text)
+    safetensors = text.lower().endswith(".safetensors")
+    if real.lower().endswith(".safetensors") != safetensors:
+        raise CheckpointError(
+            f"cannot write checkpoint {text!r}: it is a symlink to {real!r}, and the two names disagree on the format "
+            "(a .safetensors name or not), which save and load take from the name; use names that agree"
+        )
+    return real, safetensors
+
+
 def check_run_target(path: Any) -> str:
     """A training run's ``--save`` target: what ``check_target`` accepts (a device such as /dev/null
     is refused as a device, not for its name), a path ending in .npz (the checkpoint holds optimizer
@@ -175,7 +222,7 @@ def check_run_target(path: Any) -> str:
         ConfigError: another extension. CheckpointError: as ``probe_target``.
     """
     name = as_path(path)
-    check_target(name)
+    check_checkpoint_target(name)
     if not name.lower().endswith(".npz"):
         raise ConfigError(
             "--save: a training checkpoint is an .npz file (it holds the optimizer state and the history), "

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from npattn.errors import CheckpointError
-from npattn.train.atomic import atomic_write, check_source, check_target, sigint_held
+from npattn.train.atomic import atomic_write, check_checkpoint_target, check_source, sigint_held
 from npattn.train.checkpoint_index import (
     FORMAT,
     META_KEY,
@@ -119,9 +119,9 @@ def save_run(
 def _save(
     obj: Any, path: Any, metadata: Mapping[str, Any] | None, own: Mapping[str, Any] | None = None
 ) -> os.stat_result:
-    target = check_target(path)
+    _, safetensors = check_checkpoint_target(path)
     state, meta = _state_and_meta(obj, metadata, own)
-    if target.lower().endswith(".safetensors"):
+    if safetensors:
         from npattn.train.safetensors_io import safetensors_bytes
 
         return atomic_write(path, safetensors_bytes(state, meta))

@@ -77,35 +77,35 @@ def test_the_os_refusing_the_write_keeps_the_old_file_and_no_temp(old_file, monk
     _intact(old_file)
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+@pytest.mark.skipif(not os.path.isdir("/sys/block"), reason="needs /sys")
 def test_a_folder_that_refuses_new_files_even_for_root(monkeypatch):
-    with pytest.raises(npattn.CheckpointError, match=r"permission denied in the folder '/proc'"):
-        npattn.save(OLD, "/proc/npattn.npz")  # its mode (555) has no write bit: refused for root too
+    with pytest.raises(npattn.CheckpointError, match=r"permission denied in the folder '/sys'"):
+        npattn.save(OLD, "/sys/npattn.npz")  # its mode (555, like /proc) has no write bit: refused for root too
     monkeypatch.setattr(atomic, "_writable_bits", lambda mode: True)  # past the mode bits: the OS refuses
-    with pytest.raises(npattn.CheckpointError, match=r"could not write checkpoint '/proc/npattn\.npz'"):
-        npattn.save(OLD, "/proc/npattn.npz")
-    with pytest.raises(npattn.CheckpointError, match=r"the folder '/proc' refuses a new file"):
-        atomic.probe_target("/proc/npattn.npz")
-    assert not os.path.exists("/proc/npattn.npz")
+    with pytest.raises(npattn.CheckpointError, match=r"could not write checkpoint '/sys/npattn\.npz'"):
+        npattn.save(OLD, "/sys/npattn.npz")
+    with pytest.raises(npattn.CheckpointError, match=r"the folder '/sys' refuses a new file"):
+        atomic.probe_target("/sys/npattn.npz")
+    assert not os.path.exists("/sys/npattn.npz")
 
 
-@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs /proc")
+@pytest.mark.skipif(not os.path.isdir("/sys/block"), reason="needs /sys")
 def test_train_refuses_an_unwritable_save_before_training(capsys, monkeypatch):
     import npattn.train.command as command
 
     monkeypatch.setattr(command, "fit", lambda *a, **k: pytest.fail("trained before refusing the save target"))
     monkeypatch.setattr(atomic, "_writable_bits", lambda mode: True)  # past the mode bits: the OS refuses
     with pytest.raises(npattn.CheckpointError, match="refuses a new file"):
-        train_task("teacher-student", steps=2, save="/proc/run.npz")
-    assert main(["train", "--task", "teacher-student", "--steps", "2", "--save", "/proc/run.npz"]) == 2
+        train_task("teacher-student", steps=2, save="/sys/run.npz")
+    assert main(["train", "--task", "teacher-student", "--steps", "2", "--save", "/sys/run.npz"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "cannot write checkpoint '/proc/run.npz'" in err and "Traceback" not in err
+    assert err.count("\n") == 0 and "cannot write checkpoint '/sys/run.npz'" in err and "Traceback" not in err
     pytest.importorskip("matplotlib")  # the language-model run checks its target the same way
     from npattn.train.lm_run import run_lm
 
     monkeypatch.setattr("npattn.train.lm_run.train_lm", lambda *a, **k: pytest.fail("trained first"))
     with pytest.raises(npattn.CheckpointError, match="refuses a new file"):
-        run_lm({"steps": 1}, save="/proc/run.npz", out=None)
+        run_lm({"steps": 1}, save="/sys/run.npz", out=None)
 
 
 def test_a_save_refused_mid_run_tells_which_checkpoint_is_intact(tmp_path, monkeypatch):

@@ -1,0 +1,107 @@
+"""Every tensor's check can fail its gradient with the sign flipped or missing, also when that
+tensor's gradient is far below the others' (or below the default atol of 1e-8): such a tensor is
+checked with an atol of its own, measured from the differences at step h against 2h, at eps or,
+when eps's rounding noise hides it, at a larger step. A gradient below the noise at every step is
+named in the report. A backward must add to .grad, not assign it."""
+
+import numpy as np
+import pytest
+
+import npattn
+from npattn.nn import functional as F
+
+QUERIES = np.random.default_rng(0).standard_normal((4, 3)) * 1e-9  # keys' gradients are ~1e-9
+KEYS = np.random.default_rng(1).standard_normal((4, 3))
+
+
+def _scores_backward(bug):
+    def backward(d, cache):
+        dq, dk = F.scores_backward(d, cache)
+        return dq, {"flip": -dk, "drop": 0 * dk, "x1.01": 1.01 * dk, None: dk}[bug]
+
+    return backward
+
+
+@pytest.mark.parametrize("bug", ["flip", "drop", "x1.01"])
+def test_a_stage_input_with_tiny_gradients_fails_a_wrong_gradient(bug):
+    with pytest.raises(npattn.GradcheckError, match="gradient of keys"):
+        npattn.gradcheck_stage(F.scores_forward, _scores_backward(bug), [QUERIES, KEYS], names=["queries", "keys"])
+
+
+def test_the_correct_stage_passes_with_a_margin():
+    report = npattn.gradcheck_stage(F.scores_forward, _scores_backward(None), [QUERIES, KEYS], names=["q", "keys"])
+    assert report["keys"].allowed < 1e-12 and report["keys"].margin > 100
+
+
+class TwoScales(npattn.Module):
+    """y = concat(tanh(x @ A), s * tanh(x @ B)): B's gradients are s times A's."""
+
+    def __init__(self, s, bug=None):
+        super().__init__()
+        r = np.random.default_rng(0)
+        self.A = npattn.Parameter(r.standard_normal((4, 3)))
+        self.B = npattn.Parameter(r.standard_normal((4, 3)))
+        self.s, self.bug = s, bug
+
+    def forward(self, x):
+        self.x = np.array(x, np.float64)
+        self.a, self.b = np.tanh(self.x @ self.A.data), np.tanh(self.x @ self.B.data)
+        return np.concatenate([self.a, self.s * self.b], -1)
+
+    def backward(self, g):
+        ga, gb = g[..., :3] * (1 - self.a**2), self.s * g[..., 3:] * (1 - self.b**2)
+        dB = self.x.T @ gb
+        self.A.grad += self.x.T @ ga
+        self.B.grad += {"flip": -dB, "drop": 0 * dB, None: dB}[self.bug]
+        return ga @ self.A.data.T + gb @ self.B.data.T
+
+
+X = np.random.default_rng(1).standard_normal((5, 4))
+
+
+@pytest.mark.parametrize("s", [1e-6, 1e-9])
+@pytest.mark.parametrize("bug", ["flip", "drop"])
+def test_a_parameter_with_gradients_far_below_the_others_fails_a_wrong_gradient(s, bug):
+    with pytest.raises(npattn.GradcheckError, match="gradient of B"):
+        npattn.gradcheck(TwoScales(s, bug), X)
+
+
+@pytest.mark.parametrize("s", [1e-6, 1e-9, 1e-12])
+def test_the_correct_module_passes_at_every_scale(s):
+    assert npattn.gradcheck(TwoScales(s), X)
+
+
+def test_a_gradient_below_the_noise_at_every_step_is_named_in_the_report():
+    report = npattn.gradcheck(TwoScales(1e-9), X)
+    assert report["B"].step == pytest.approx(1e-4) and "checked at step 0.0001" in str(report)
+    report = npattn.gradcheck(TwoScales(1e-12, "flip"), X)  # 1e-12 next to ~1: no step resolves it
+    assert report and not report["B"].resolved
+    assert "note: B's numerical gradient" in str(report) and "a wrong sign would pass" in str(report)
+
+
+class Assigns(npattn.Module):
+    def __init__(self, how):
+        super().__init__()
+        self.W = npattn.Parameter(np.random.default_rng(0).standard_normal((4, 3)))
+        self.how = how
+
+    def forward(self, x):
+        self.x = np.array(x, np.float64)
+        return np.tanh(self.x @ self.W.data)
+
+    def backward(self, g):
+        gz = g * (1 - np.tanh(self.x @ self.W.data) ** 2)
+        if self.how == "assign":
+            self.W.grad[...] = self.x.T @ gz
+        elif self.how == "replace":
+            self.W.grad = self.x.T @ gz
+        else:
+            self.W.grad += self.x.T @ gz
+        return gz @ self.W.data.T
+
+
+@pytest.mark.parametrize("how", ["assign", "replace"])
+def test_a_backward_that_assigns_grad_instead_of_adding_fails(how):
+    with pytest.raises(npattn.GradcheckError, match=r"W\.grad is not twice the first gradient"):
+        npattn.gradcheck(Assigns(how), X)
+    assert npattn.gradcheck(Assigns("add"), X)
