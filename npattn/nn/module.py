@@ -208,11 +208,12 @@ class Module:
             param.requires_grad = requires_grad
         return self
 
-    def to(self, *args: Any, device: Any = None, dtype: Any = None) -> Module:
+    def to(self, *args: Any, device: Any = None, dtype: Any = None, non_blocking: bool = False) -> Module:
         """Convert parameters, their grads and floating buffers to a floating dtype (float16, float32, float64); a
         device ``"cpu"`` (``torch.device("cpu")`` too) is accepted and changes nothing, since npattn
         runs on the CPU. PyTorch's forms: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
-        ``to(device=..., dtype=...)``. Returns self.
+        ``to(device=..., dtype=...)``, ``to(tensor)`` (a tensor's or array's dtype and device);
+        ``non_blocking`` is accepted (a CPU copy is done when the call returns). Returns self.
 
         One rule for the last forward: a call that changes nothing (the CPU, the dtype every
         floating array already has) keeps the arrays and the forward, so ``backward`` still works;
@@ -224,7 +225,12 @@ class Module:
                 dtype.
         """
         devices, dtypes = [device] if device is not None else [], [dtype] if dtype is not None else []
+        check_bool(non_blocking, "Module.to non_blocking")
         for arg in args:
+            if not isinstance(arg, (type, np.dtype)) and hasattr(arg, "shape") and hasattr(arg, "dtype"):  # to(tensor)
+                dtypes.append(arg.dtype)
+                devices += [arg.device] if getattr(arg, "device", None) is not None else []
+                continue
             (devices if device_name(arg) is not None else dtypes).append(arg)
         if len(devices) > 1 or len(dtypes) > 1 or not devices + dtypes:
             raise ConfigError(

@@ -14,7 +14,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from npattn.errors import ConfigError, DTypeError
+from npattn.errors import BackwardError, ConfigError, DTypeError
 from npattn.nn.module import Module, Parameter
 
 __all__ = ["ModuleList", "Sequential"]
@@ -51,6 +51,28 @@ class ModuleList(Module):
         if isinstance(index, slice):
             return ModuleList(list(self._modules.values())[index])
         return _at(list(self._modules.values()), index, type(self).__name__)
+
+    def __setitem__(self, index: int, module: Module) -> None:
+        """Put ``module`` at ``index`` under that position's name (``nn.ModuleList.__setitem__``)."""
+        _at(list(self._modules.values()), index, type(self).__name__)  # the index check and its errors
+        setattr(self, list(self._modules)[int(index)], module)
+
+    def __delitem__(self, index: int | slice) -> None:
+        """Remove the module(s) at ``index`` and renumber the rest from ``"0"`` (as PyTorch does, for a
+        Sequential built with names too)."""
+        names = list(self._modules)
+        if isinstance(index, slice):
+            doomed = names[index]
+        else:
+            _at(list(self._modules.values()), index, type(self).__name__)
+            doomed = [names[int(index)]]
+        for name in doomed:
+            delattr(self, name)
+        kept = list(self._modules.values())
+        for name in list(self._modules):
+            delattr(self, name)
+        for module in kept:
+            self.append(module)
 
     def __len__(self) -> int:
         return len(self._modules)
@@ -98,13 +120,26 @@ class Sequential(ModuleList):
         return _at(list(self._modules.values()), index, type(self).__name__)
 
     def forward(self, x: Any) -> Any:
+        object.__setattr__(self, "_cache", list(self._modules.items()))  # the children this forward runs
         for module in self._modules.values():
             x = module(x)
         return x
 
     def _gradients(self, grad_output: Any) -> tuple[Any, list[tuple[Parameter, np.ndarray]]]:
         """The children's gradients, last child first; ``backward`` accumulates them all at once,
-        after checking every ``.grad``. A child that only overrides ``backward`` accumulates its own."""
+        after checking every ``.grad``. A child that only overrides ``backward`` accumulates its own.
+
+        Raises:
+            BackwardError: the children changed since the forward (one set, deleted or appended).
+        """
+        ran = self._saved()
+        now = list(self._modules.items())
+        if [(n, id(m)) for n, m in ran] != [(n, id(m)) for n, m in now]:
+            raise BackwardError(
+                f"Sequential.backward(): its children changed since its forward (it ran {[n for n, _ in ran]}, it "
+                f"holds {[n for n, _ in now]}, or a module was replaced), so the gradients would not be those of "
+                "the forward that ran: run the forward again"
+            )
         grad: Any = grad_output
         grads: list[tuple[Parameter, np.ndarray]] = []
         for module in reversed(self._modules.values()):

@@ -30,7 +30,7 @@ from npattn._checks import (
     check_probability,
     check_seed,
 )
-from npattn.errors import CheckpointError, ConfigError, NpattnError
+from npattn.errors import CheckpointError, ConfigError, NpattnError, TrainingError
 from npattn.nn.gpt import GPTModel
 from npattn.optim import AdamW
 from npattn.train import atomic, checkpoint, digest
@@ -388,15 +388,20 @@ def run_lm(
         _print_header(settings, text, tokenizer, train_loader, val_loader, model, resume, out)
     start = 0 if history is None else history.global_step + 1
     progress = Progress(start, None if save is None else atomic.as_path(save))
-    with progress.interrupts():
-        history = train_lm(
-            model, train_loader, val_loader, optimizer, num_epochs, settings.eval_every, settings.eval_iter,
-            settings.prompt, tokenizer, max_steps=settings.steps, history=history, out=out,
-            sample_tokens=settings.sample_tokens, eval_before=True, on_step=on_step,
-            temperature=settings.temperature, top_k=settings.top_k, rng=settings.seed,
-        )  # fmt: skip
-        if save is not None:
-            write(history)
+    try:
+        with progress.interrupts():
+            history = train_lm(
+                model, train_loader, val_loader, optimizer, num_epochs, settings.eval_every, settings.eval_iter,
+                settings.prompt, tokenizer, max_steps=settings.steps, history=history, out=out,
+                sample_tokens=settings.sample_tokens, eval_before=True, on_step=on_step,
+                temperature=settings.temperature, top_k=settings.top_k, rng=settings.seed,
+            )  # fmt: skip
+            if save is not None:
+                write(history)
+    except (TrainingError, CheckpointError) as exc:  # a failed step, or a save the OS refused mid-run
+        if save is None:
+            raise
+        raise type(exc)(f"{exc} {progress.outcome()}") from None
     if plot is not None:
         plot_losses(history, plot, steps_per_epoch)
     return model, tokenizer, history

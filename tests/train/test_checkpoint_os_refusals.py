@@ -129,6 +129,30 @@ def test_a_save_refused_mid_run_tells_which_checkpoint_is_intact(tmp_path, monke
     assert sorted(os.listdir(tmp_path)) == ["run.npz"]
 
 
+def test_a_language_model_save_refused_mid_run_tells_which_checkpoint_is_intact(tmp_path, monkeypatch):
+    from training_bad_inputs import LM_TINY
+
+    from npattn.train.lm_run import run_lm
+
+    text = tmp_path / "t.txt"
+    text.write_text("The effort moves you forward, and then some more. " * 60, encoding="utf-8")
+    ck, real_replace, calls = tmp_path / "lm.npz", os.replace, []
+
+    def replace_twice(src, dst):
+        calls.append(dst)
+        if len(calls) > 2:
+            raise PermissionError(13, "Permission denied")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_twice)
+    with pytest.raises(npattn.CheckpointError) as info:
+        run_lm({**LM_TINY, "text": str(text), "steps": 5}, save=ck, save_every=1, out=None)
+    assert "could not write checkpoint" in str(info.value)
+    assert str(info.value).endswith(f"The last checkpoint of this run, '{ck}', holds step 2.")
+    monkeypatch.undo()
+    assert npattn.load(ck)["history"]["global_step"] == 1
+
+
 def test_an_unreadable_checkpoint_is_a_clear_error(old_file, monkeypatch, tmp_path):
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(old_file) else real_access(p, mode))
