@@ -108,10 +108,9 @@ def test_train_refuses_an_unwritable_save_before_training(capsys, monkeypatch):
         run_lm({"steps": 1}, save="/sys/run.npz", out=None)
 
 
-def test_a_save_refused_mid_run_tells_which_checkpoint_is_intact(tmp_path, monkeypatch):
-    ck = tmp_path / "run.npz"
-    real_replace = os.replace
-    calls = []
+def _replace_refused_after_two(monkeypatch):
+    """os.replace works twice (two checkpoints are written), then the OS refuses it."""
+    real_replace, calls = os.replace, []
 
     def replace_twice(src, dst):
         calls.append(dst)
@@ -120,6 +119,11 @@ def test_a_save_refused_mid_run_tells_which_checkpoint_is_intact(tmp_path, monke
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", replace_twice)
+
+
+def test_a_save_refused_mid_run_tells_which_checkpoint_is_intact(tmp_path, monkeypatch):
+    ck = tmp_path / "run.npz"
+    _replace_refused_after_two(monkeypatch)
     with pytest.raises(npattn.CheckpointError) as info:
         train_task("teacher-student", steps=5, save=ck, save_every=1)
     assert "could not write checkpoint" in str(info.value)
@@ -136,15 +140,8 @@ def test_a_language_model_save_refused_mid_run_tells_which_checkpoint_is_intact(
 
     text = tmp_path / "t.txt"
     text.write_text("The effort moves you forward, and then some more. " * 60, encoding="utf-8")
-    ck, real_replace, calls = tmp_path / "lm.npz", os.replace, []
-
-    def replace_twice(src, dst):
-        calls.append(dst)
-        if len(calls) > 2:
-            raise PermissionError(13, "Permission denied")
-        real_replace(src, dst)
-
-    monkeypatch.setattr(os, "replace", replace_twice)
+    ck = tmp_path / "lm.npz"
+    _replace_refused_after_two(monkeypatch)
     with pytest.raises(npattn.CheckpointError) as info:
         run_lm({**LM_TINY, "text": str(text), "steps": 5}, save=ck, save_every=1, out=None)
     assert "could not write checkpoint" in str(info.value)
