@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, KeysView, Mapping, Set
 from typing import Any
 
 import numpy as np
@@ -119,10 +119,18 @@ def check_complete(
 
 
 def as_list(params: Any, message: str) -> list[Any]:
-    """``list(params)``, or ConfigError ``message`` for a non-iterable (a Module: pass model.parameters())."""
+    """``list(params)``, or ConfigError ``message`` for a non-iterable (a Module: pass model.parameters())
+    or an unordered set: its order changes between runs, so a saved state_dict's indices would pair
+    each parameter with another's state. A dict's keys view keeps insertion order and is taken."""
     if type(params) is not list and (isinstance(params, (str, bytes, Mapping)) or not isinstance(params, Iterable)):
         hint = " (pass model.parameters())" if hasattr(params, "parameters") else ""
         raise ConfigError(f"{message}, got {type(params).__name__}{hint}")
+    if isinstance(params, Set) and not isinstance(params, KeysView):
+        raise ConfigError(
+            f"{message} in a fixed order (a list, tuple or generator), got a {type(params).__name__}: a set's "
+            "order changes between runs, so state_dict() indices would pair parameters with another's state; "
+            "use a list such as list(model.parameters())"
+        )
     return list(params)
 
 
