@@ -23,6 +23,7 @@ from npattn.nn.module import Parameter
 __all__ = [
     "adam_settings",
     "as_list",
+    "as_number",
     "check_adam_buffers",
     "check_buffer_shapes",
     "check_buffer_values",
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-def _number(value: Any) -> Any:
+def as_number(value: Any) -> Any:
     """A 0-d array, NumPy scalar or 0-d torch tensor as the Python number it holds (torch
     takes a tensor learning rate); anything else unchanged, for the caller's check to describe."""
     value = from_tensor(value)
@@ -48,7 +49,7 @@ def _number(value: Any) -> Any:
 def _nonnegative(value: Any, name: str) -> float:
     if type(value) is float and 0.0 <= value < math.inf:  # the common case, without the ABC checks below
         return value
-    value = _number(value)
+    value = as_number(value)
     if isinstance(value, np.ndarray):
         got = f"an array of shape {value.shape} and dtype {value.dtype}"
         raise ConfigError(f"Invalid {name}: expected a finite number >= 0, got {got}")
@@ -67,7 +68,7 @@ def _betas(betas: Any) -> tuple[float, float]:
         beta1, beta2 = betas
     except (TypeError, ValueError):
         raise ConfigError(f"Invalid betas: expected a pair (beta1, beta2), got {betas!r}") from None
-    beta1, beta2 = _number(beta1), _number(beta2)
+    beta1, beta2 = as_number(beta1), as_number(beta2)
     for i, beta in enumerate((beta1, beta2)):
         number = finite_float(beta)
         if number is None or not 0.0 <= number < 1.0:
@@ -205,7 +206,7 @@ def step_count(value: Any) -> Any:
     """A saved step count as an int: PyTorch saves it as a float tensor (``tensor(3.)``), a loaded
     checkpoint may hold a NumPy integer; a value that is no whole number is returned unchanged for
     ``check_adam_buffers`` to refuse."""
-    value = _number(value)
+    value = as_number(value)
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)
     if type(value) is float and value.is_integer():

@@ -30,13 +30,13 @@ from npattn.train.loop import (
     progress_header,
     progress_line,
 )
+from npattn.train.resume import check_resumed_settings
 from npattn.train.tasks import TASKS, make_task
 
 __all__ = [
     "DEFAULTS",
     "LM_OPTIONS",
     "OPTIMIZERS",
-    "check_resumed_settings",
     "run_lm_command",
     "run_train_command",
     "train_task",
@@ -64,22 +64,6 @@ class _Unset:
 
 
 UNSET: Any = _Unset()
-
-
-def check_resumed_settings(given: dict[str, Any], stored: Any) -> None:
-    """A resumed run takes its task, optimizer, lr and seed from the checkpoint: any of them
-    ``given`` must equal the stored one. ``train_task`` and ``npattn train`` share this.
-
-    Raises:
-        ConfigError: naming every setting that differs, with both values.
-    """
-    stored = stored if isinstance(stored, dict) else {}
-    clash = {k: (v, stored.get(k)) for k, v in given.items() if stored.get(k) != v}
-    if clash:
-        raise ConfigError(
-            "--resume continues the stored run; these options differ from it: "
-            + ", ".join(f"--{k} {v!r} (checkpoint: {c!r})" for k, (v, c) in clash.items())
-        )
 
 
 def _run_config(task: Any, optimizer: Any, lr: Any, steps: Any, seed: Any) -> dict[str, Any]:
@@ -112,7 +96,7 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
             f"{name!r} is not a checkpoint npattn train wrote: expected the entries {list(CHECKPOINT_KEYS)} "
             f"and run settings {list(RUN_KEYS)}"
         )
-    check_resumed_settings(given, stored)
+    check_resumed_settings(given, stored, lambda k: f"--{k}")
     try:
         run = _run_config(stored["task"], stored["optimizer"], stored["lr"], steps, stored["seed"])
         start_step = check_nonnegative_int(saved["step"], "the checkpoint's step")
