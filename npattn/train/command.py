@@ -86,6 +86,13 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
     settings ``given``) and its step count."""
     saved = checkpoint.load(path)
     name = atomic.as_path(path)
+    run = saved.get("run") if isinstance(saved, dict) else None
+    if isinstance(run, dict) and run.get("task") == "lm":
+        task = f"task {given['task']!r}" if "task" in given else "an attention task"
+        raise CheckpointError(
+            f"{name!r} is a checkpoint of a language-model run (npattn train --task lm), which {task} "
+            "cannot continue: resume it with --task lm (or no --task), or with run_lm(..., resume=...) in Python"
+        )
     if not isinstance(saved, dict) or not {"run", "step"} <= set(saved):
         raise CheckpointError(f"{name!r} is not a training checkpoint (no 'run'/'step' entries)")
     saved = digest.verified(saved, name)

@@ -40,6 +40,7 @@ from npattn.train.lm import LMHistory, differences, train_lm
 from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
 from npattn.train.loop import Progress, check_optimizer_settings, check_optimizer_steps
 from npattn.train.resume import check_resumed_settings
+from npattn.train.tasks import TASKS
 from npattn.train.text import DataLoader, create_dataloader_v1, default_corpus, read_text, split_train_val
 from npattn.train.tokenizer_files import tokenizer_from_dict
 from npattn.train.tokenizers import TOKENIZER_KINDS, Tokenizer, train_tokenizer
@@ -193,6 +194,12 @@ def _read_checkpoint(path: Any) -> tuple[dict[str, Any], LMSettings, Tokenizer, 
     saved = checkpoint.load(path)
     name = atomic.as_path(path)
     run = saved.get("run") if isinstance(saved, dict) else None
+    if isinstance(run, dict) and isinstance(run.get("task"), str) and run["task"] in TASKS:
+        raise CheckpointError(
+            f"{name!r} is a checkpoint of an attention-task run (npattn train --task {run['task']}), which a "
+            f"language-model run (--task lm) cannot continue: resume it with --task {run['task']} (or no --task), "
+            "or with train_task(resume=...) in Python"
+        )
     if not isinstance(run, dict) or run.get("task") != "lm" or not isinstance(run.get("settings"), dict):
         raise CheckpointError(f"{name!r} is not a checkpoint of a language-model run (npattn train --task lm)")
     saved = digest.verified(saved, name)
