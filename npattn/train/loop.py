@@ -236,8 +236,9 @@ def check_optimizer_steps(optimizer: Optimizer, steps: int, name: str) -> None:
             )
 
 
-def check_finite(model: Module, loss: float, step: int) -> None:
-    """Raise TrainingError (naming the step and the culprit) if the loss or a gradient is not finite."""
+def check_finite(model: Module, loss: float, step: int, hint: str = "try a smaller learning rate") -> None:
+    """Raise TrainingError (naming the step and the culprit, then ``hint``) if the loss or a gradient
+    is not finite."""
     problem = None
     if not np.isfinite(loss):
         problem = f"the loss is {loss}"
@@ -252,7 +253,7 @@ def check_finite(model: Module, loss: float, step: int) -> None:
     if problem:
         raise TrainingError(
             f"training stopped at step {step}: {problem}. The weights were not updated (they hold the values "
-            "after the previous step); try a smaller learning rate."
+            f"after the previous step); {hint}."
         )
 
 
