@@ -51,6 +51,8 @@ RUN_KEYS = ("task", "optimizer", "lr", "seed", "steps")
 CHECKPOINT_KEYS = ("run", "step", "model", "optimizer", "history")
 
 
+DEFAULT_STEPS = 300
+"""``train_task``'s and ``npattn train``'s total step count when none is given, also on resume."""
 DEFAULTS = {"task": "selective-copy", "optimizer": "adam", "lr": 0.05, "seed": 123}
 """The run settings ``train_task`` and ``npattn train`` use when none is given (and no run is resumed)."""
 
@@ -110,7 +112,10 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
     except ConfigError as exc:
         raise CheckpointError(f"{name!r} holds a bad run setting: {exc}") from None
     if run["steps"] < start_step:
-        raise ConfigError(f"steps={run['steps']} is below the checkpoint's step count {start_step}")
+        raise ConfigError(
+            f"steps={run['steps']} is below the checkpoint's step count {start_step}: steps (--steps) is the "
+            f"total to reach, {DEFAULT_STEPS} when not given, also on resume; give at least {start_step}"
+        )
     return saved, run, start_step
 
 
@@ -175,7 +180,7 @@ def train_task(
     *,
     optimizer: str = UNSET,
     lr: float = UNSET,
-    steps: int = 300,
+    steps: int = DEFAULT_STEPS,
     seed: int = UNSET,
     save: str | os.PathLike[str] | None = None,
     save_every: int = 0,
@@ -296,7 +301,7 @@ def run_train_command(args: Any, out: TextIO) -> int:
     lm_only = [f"--{k.replace('_', '-')}" for k in LM_OPTIONS if getattr(args, k, None) is not None]
     if lm_only:
         raise ConfigError(f"{', '.join(lm_only)}: only for --task lm")
-    args.steps = 300 if args.steps is None else args.steps
+    args.steps = DEFAULT_STEPS if args.steps is None else args.steps
     args.log_every = 30 if args.log_every is None else args.log_every
     settings = {**DEFAULTS, **given}
 
