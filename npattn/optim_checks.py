@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, KeysView, Mapping, Set
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from npattn.nn.module import Parameter
 __all__ = [
     "adam_settings",
     "as_list",
+    "as_number",
     "check_adam_buffers",
     "check_buffer_shapes",
     "check_buffer_values",
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 
-def _number(value: Any) -> Any:
+def as_number(value: Any) -> Any:
     """A 0-d array, NumPy scalar or 0-d torch tensor as the Python number it holds (torch
     takes a tensor learning rate); anything else unchanged, for the caller's check to describe."""
     value = from_tensor(value)
@@ -48,7 +49,7 @@ def _number(value: Any) -> Any:
 def _nonnegative(value: Any, name: str) -> float:
     if type(value) is float and 0.0 <= value < math.inf:  # the common case, without the ABC checks below
         return value
-    value = _number(value)
+    value = as_number(value)
     if isinstance(value, np.ndarray):
         got = f"an array of shape {value.shape} and dtype {value.dtype}"
         raise ConfigError(f"Invalid {name}: expected a finite number >= 0, got {got}")
@@ -67,7 +68,7 @@ def _betas(betas: Any) -> tuple[float, float]:
         beta1, beta2 = betas
     except (TypeError, ValueError):
         raise ConfigError(f"Invalid betas: expected a pair (beta1, beta2), got {betas!r}") from None
-    beta1, beta2 = _number(beta1), _number(beta2)
+    beta1, beta2 = as_number(beta1), as_number(beta2)
     for i, beta in enumerate((beta1, beta2)):
         number = finite_float(beta)
         if number is None or not 0.0 <= number < 1.0:
@@ -119,10 +120,18 @@ def check_complete(
 
 
 def as_list(params: Any, message: str) -> list[Any]:
-    """``list(params)``, or ConfigError ``message`` for a non-iterable (a Module: pass model.parameters())."""
+    """``list(params)``, or ConfigError ``message`` for a non-iterable (a Module: pass model.parameters())
+    or an unordered set: its order changes between runs, so a saved state_dict's indices would pair
+    each parameter with another's state. A dict's keys view keeps insertion order and is taken."""
     if type(params) is not list and (isinstance(params, (str, bytes, Mapping)) or not isinstance(params, Iterable)):
         hint = " (pass model.parameters())" if hasattr(params, "parameters") else ""
         raise ConfigError(f"{message}, got {type(params).__name__}{hint}")
+    if isinstance(params, Set) and not isinstance(params, KeysView):
+        raise ConfigError(
+            f"{message} in a fixed order (a list, tuple or generator), got a {type(params).__name__}: a set's "
+            "order changes between runs, so state_dict() indices would pair parameters with another's state; "
+            "use a list such as list(model.parameters())"
+        )
     return list(params)
 
 
@@ -197,7 +206,7 @@ def step_count(value: Any) -> Any:
     """A saved step count as an int: PyTorch saves it as a float tensor (``tensor(3.)``), a loaded
     checkpoint may hold a NumPy integer; a value that is no whole number is returned unchanged for
     ``check_adam_buffers`` to refuse."""
-    value = _number(value)
+    value = as_number(value)
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)
     if type(value) is float and value.is_integer():

@@ -30,13 +30,13 @@ from npattn.train.loop import (
     progress_header,
     progress_line,
 )
+from npattn.train.resume import check_resumed_settings
 from npattn.train.tasks import TASKS, make_task
 
 __all__ = [
     "DEFAULTS",
     "LM_OPTIONS",
     "OPTIMIZERS",
-    "check_resumed_settings",
     "run_lm_command",
     "run_train_command",
     "train_task",
@@ -51,6 +51,8 @@ RUN_KEYS = ("task", "optimizer", "lr", "seed", "steps")
 CHECKPOINT_KEYS = ("run", "step", "model", "optimizer", "history")
 
 
+DEFAULT_STEPS = 300
+"""``train_task``'s and ``npattn train``'s total step count when none is given, also on resume."""
 DEFAULTS = {"task": "selective-copy", "optimizer": "adam", "lr": 0.05, "seed": 123}
 """The run settings ``train_task`` and ``npattn train`` use when none is given (and no run is resumed)."""
 
@@ -64,22 +66,6 @@ class _Unset:
 
 
 UNSET: Any = _Unset()
-
-
-def check_resumed_settings(given: dict[str, Any], stored: Any) -> None:
-    """A resumed run takes its task, optimizer, lr and seed from the checkpoint: any of them
-    ``given`` must equal the stored one. ``train_task`` and ``npattn train`` share this.
-
-    Raises:
-        ConfigError: naming every setting that differs, with both values.
-    """
-    stored = stored if isinstance(stored, dict) else {}
-    clash = {k: (v, stored.get(k)) for k, v in given.items() if stored.get(k) != v}
-    if clash:
-        raise ConfigError(
-            "--resume continues the stored run; these options differ from it: "
-            + ", ".join(f"--{k} {v!r} (checkpoint: {c!r})" for k, (v, c) in clash.items())
-        )
 
 
 def _run_config(task: Any, optimizer: Any, lr: Any, steps: Any, seed: Any) -> dict[str, Any]:
@@ -102,6 +88,13 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
     settings ``given``) and its step count."""
     saved = checkpoint.load(path)
     name = atomic.as_path(path)
+    run = saved.get("run") if isinstance(saved, dict) else None
+    if isinstance(run, dict) and run.get("task") == "lm":
+        task = f"task {given['task']!r}" if "task" in given else "an attention task"
+        raise CheckpointError(
+            f"{name!r} is a checkpoint of a language-model run (npattn train --task lm), which {task} "
+            "cannot continue: resume it with --task lm (or no --task), or with run_lm(..., resume=...) in Python"
+        )
     if not isinstance(saved, dict) or not {"run", "step"} <= set(saved):
         raise CheckpointError(f"{name!r} is not a training checkpoint (no 'run'/'step' entries)")
     saved = digest.verified(saved, name)
@@ -112,14 +105,17 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
             f"{name!r} is not a checkpoint npattn train wrote: expected the entries {list(CHECKPOINT_KEYS)} "
             f"and run settings {list(RUN_KEYS)}"
         )
-    check_resumed_settings(given, stored)
+    check_resumed_settings(given, stored, lambda k: f"--{k}")
     try:
         run = _run_config(stored["task"], stored["optimizer"], stored["lr"], steps, stored["seed"])
         start_step = check_nonnegative_int(saved["step"], "the checkpoint's step")
     except ConfigError as exc:
         raise CheckpointError(f"{name!r} holds a bad run setting: {exc}") from None
     if run["steps"] < start_step:
-        raise ConfigError(f"steps={run['steps']} is below the checkpoint's step count {start_step}")
+        raise ConfigError(
+            f"steps={run['steps']} is below the checkpoint's step count {start_step}: steps (--steps) is the "
+            f"total to reach, {DEFAULT_STEPS} when not given, also on resume; give at least {start_step}"
+        )
     return saved, run, start_step
 
 
@@ -184,7 +180,7 @@ def train_task(
     *,
     optimizer: str = UNSET,
     lr: float = UNSET,
-    steps: int = 300,
+    steps: int = DEFAULT_STEPS,
     seed: int = UNSET,
     save: str | os.PathLike[str] | None = None,
     save_every: int = 0,
@@ -305,7 +301,7 @@ def run_train_command(args: Any, out: TextIO) -> int:
     lm_only = [f"--{k.replace('_', '-')}" for k in LM_OPTIONS if getattr(args, k, None) is not None]
     if lm_only:
         raise ConfigError(f"{', '.join(lm_only)}: only for --task lm")
-    args.steps = 300 if args.steps is None else args.steps
+    args.steps = DEFAULT_STEPS if args.steps is None else args.steps
     args.log_every = 30 if args.log_every is None else args.log_every
     settings = {**DEFAULTS, **given}
 

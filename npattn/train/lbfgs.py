@@ -16,6 +16,27 @@ from npattn.train.loop import History, check_criterion, check_finite
 
 __all__ = ["fit_lbfgs"]
 
+_NO_LR = "L-BFGS has no learning rate: check the starting weights, and the model and criterion for overflow"
+
+
+def _check_finite_input(values: Any, name: str) -> None:
+    """A real-number ``x`` or ``target`` without NaN or inf (a NaN makes every loss NaN, which L-BFGS
+    would report only as a failed evaluation); other inputs are left to the model and criterion."""
+    array = values if isinstance(values, np.ndarray) else None
+    if array is None:
+        try:
+            array = np.asarray(values)
+        except (TypeError, ValueError):
+            return
+    if array.dtype.kind not in "fc":
+        return
+    bad = array.size - int(np.count_nonzero(np.isfinite(array)))
+    if bad:
+        raise ConfigError(
+            f"fit_lbfgs: {name} holds {bad} NaN or inf value{'s' if bad != 1 else ''} (of {array.size}, shape "
+            f"{array.shape}); every loss would be non-finite: clean or mask the input first"
+        )
+
 
 def fit_lbfgs(
     model: Module,
@@ -36,6 +57,8 @@ def fit_lbfgs(
     the model holds the best parameters found.
 
     Raises:
+        ConfigError: ``x`` or ``target`` holds NaN or inf (checked before the first evaluation), a
+            bad ``maxiter``/``gtol``/``ftol`` or criterion.
         TrainingError: the loss or gradient became non-finite (the model keeps its last finite values).
     """
     from scipy.optimize import minimize  # SciPy is a runtime dependency; imported here to keep startup quick
@@ -45,6 +68,9 @@ def fit_lbfgs(
     for name, tol in (("gtol", gtol), ("ftol", ftol)):
         if not (isinstance(tol, (int, float)) and not isinstance(tol, bool) and math.isfinite(tol) and tol >= 0):
             raise ConfigError(f"fit_lbfgs: {name} must be a finite number >= 0, got {tol!r}")
+
+    for name, values in (("x", x), ("target", target)):
+        _check_finite_input(values, name)
 
     params = [p for p in model.parameters() if p.requires_grad]
     shapes = [p.shape for p in params]
@@ -60,7 +86,7 @@ def fit_lbfgs(
         model.zero_grad()
         loss = criterion(model(x), target)
         model.backward(criterion.backward())
-        check_finite(model, loss, max(len(history.loss) - 1, 0))
+        check_finite(model, loss, max(len(history.loss) - 1, 0), _NO_LR)
         return float(loss), np.concatenate([np.ravel(p.grad) for p in params if p.grad is not None]).astype(np.float64)
 
     def callback(intermediate_result: Any) -> None:

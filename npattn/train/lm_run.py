@@ -33,11 +33,14 @@ from npattn._checks import (
 from npattn.errors import CheckpointError, ConfigError, NpattnError, TrainingError
 from npattn.nn.gpt import GPTModel
 from npattn.optim import AdamW
+from npattn.optim_checks import as_number
 from npattn.train import atomic, checkpoint, digest
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm
 from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
 from npattn.train.loop import Progress, check_optimizer_settings, check_optimizer_steps
+from npattn.train.resume import check_resumed_settings
+from npattn.train.tasks import TASKS
 from npattn.train.text import DataLoader, create_dataloader_v1, default_corpus, read_text, split_train_val
 from npattn.train.tokenizer_files import tokenizer_from_dict
 from npattn.train.tokenizers import TOKENIZER_KINDS, Tokenizer, train_tokenizer
@@ -93,7 +96,7 @@ class LMSettings:
         object.__setattr__(self, "drop_rate", check_probability(self.drop_rate, name("drop_rate")))
         check_bool(self.qkv_bias, name("qkv_bias"))
         for field in ("lr", "weight_decay", "temperature"):  # kept as Python floats: compared exactly on resume
-            value = check_finite(getattr(self, field), name(field))
+            value = check_finite(as_number(getattr(self, field)), name(field))  # a 0-d tensor: its number
             if value < 0:
                 raise ConfigError(f"{name(field)} must be >= 0, got {getattr(self, field)}")
             object.__setattr__(self, field, value)
@@ -191,6 +194,12 @@ def _read_checkpoint(path: Any) -> tuple[dict[str, Any], LMSettings, Tokenizer, 
     saved = checkpoint.load(path)
     name = atomic.as_path(path)
     run = saved.get("run") if isinstance(saved, dict) else None
+    if isinstance(run, dict) and isinstance(run.get("task"), str) and run["task"] in TASKS:
+        raise CheckpointError(
+            f"{name!r} is a checkpoint of an attention-task run (npattn train --task {run['task']}), which a "
+            f"language-model run (--task lm) cannot continue: resume it with --task {run['task']} (or no --task), "
+            "or with train_task(resume=...) in Python"
+        )
     if not isinstance(run, dict) or run.get("task") != "lm" or not isinstance(run.get("settings"), dict):
         raise CheckpointError(f"{name!r} is not a checkpoint of a language-model run (npattn train --task lm)")
     saved = digest.verified(saved, name)
@@ -230,12 +239,8 @@ def _read_checkpoint(path: Any) -> tuple[dict[str, Any], LMSettings, Tokenizer, 
 
 def _resume_settings(stored: LMSettings, given: dict[str, Any]) -> LMSettings:
     stored_dict = dataclasses.asdict(stored)
-    clash = {k: (v, stored_dict[k]) for k, v in given.items() if k not in RESUMABLE and stored_dict[k] != v}
-    if clash:
-        raise ConfigError(
-            "--resume continues the stored run; these options differ from it: "
-            + ", ".join(f"--{k.replace('_', '-')} {v!r} (checkpoint: {c!r})" for k, (v, c) in clash.items())
-        )
+    fixed = {k: v for k, v in given.items() if k not in RESUMABLE}
+    check_resumed_settings(fixed, stored_dict, lambda k: f"--{k.replace('_', '-')}")
     resumable = {k: v for k, v in given.items() if k in RESUMABLE}
     if "steps" in resumable:
         stored_dict["epochs"] = None

@@ -15,6 +15,7 @@ loss or a gradient stops being finite.
 
 from __future__ import annotations
 
+import inspect
 import os
 import stat
 from collections.abc import Callable, Iterator
@@ -131,13 +132,30 @@ class Progress:
 
 
 def check_callback(value: Any, name: str, arguments: str) -> None:
-    """A callback argument (``on_log``, ``on_step``, ...): None or a function of ``arguments``.
+    """A callback argument (``on_log``, ``on_step``, ...): None or a function that accepts the
+    positional ``arguments`` it is called with (checked on its signature before the first step; a
+    builtin without one passes).
 
     Raises:
         ConfigError: naming the argument, what it is called with and what it got.
     """
-    if value is not None and not callable(value):
+    if value is None:
+        return
+    if not callable(value):
         raise ConfigError(f"{name} must be a function {name}({arguments}) or None, got {type(value).__name__}")
+    try:
+        signature = inspect.signature(value)
+    except (TypeError, ValueError):  # a builtin or extension function without a signature
+        return
+    count = len([a for a in arguments.split(",") if a.strip()])
+    try:
+        signature.bind(*range(count))
+    except TypeError as exc:
+        what = f"{count} positional argument{'s' if count != 1 else ''}" if count else "no arguments"
+        function = f"{getattr(value, '__name__', type(value).__name__)}{signature}"
+        raise ConfigError(
+            f"{name} is called as {name}({arguments}) ({what}), but {function} does not accept that: {exc}"
+        ) from None
 
 
 def check_criterion(criterion: Any, owner: str) -> None:
@@ -218,8 +236,9 @@ def check_optimizer_steps(optimizer: Optimizer, steps: int, name: str) -> None:
             )
 
 
-def check_finite(model: Module, loss: float, step: int) -> None:
-    """Raise TrainingError (naming the step and the culprit) if the loss or a gradient is not finite."""
+def check_finite(model: Module, loss: float, step: int, hint: str = "try a smaller learning rate") -> None:
+    """Raise TrainingError (naming the step and the culprit, then ``hint``) if the loss or a gradient
+    is not finite."""
     problem = None
     if not np.isfinite(loss):
         problem = f"the loss is {loss}"
@@ -234,7 +253,7 @@ def check_finite(model: Module, loss: float, step: int) -> None:
     if problem:
         raise TrainingError(
             f"training stopped at step {step}: {problem}. The weights were not updated (they hold the values "
-            "after the previous step); try a smaller learning rate."
+            f"after the previous step); {hint}."
         )
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
 from npattn.errors import CheckpointError, ConfigError, DTypeError
 from npattn.train.atomic import check_source
-from npattn.train.tokenizers import Tokenizer
+from npattn.train.tokenizers import TOKENIZERS_SHOWN, Tokenizer
 
 __all__ = [
     "DataLoader",
@@ -115,13 +115,12 @@ def check_tokenizer(tokenizer: Any, name: str = "tokenizer") -> Tokenizer:
     """``tokenizer`` if it has ``encode`` and ``decode`` (a ``Tokenizer``).
 
     Raises:
-        ConfigError: anything else, e.g. a name such as "gpt2" (build it with ``gpt2_tokenizer()``).
+        ConfigError: anything else, e.g. a name such as "gpt2" (build it with ``npattn.train.gpt2_tokenizer()``).
     """
     if not all(callable(getattr(tokenizer, method, None)) for method in ("encode", "decode")):
         got = f"{type(tokenizer).__name__} {tokenizer!r}" if isinstance(tokenizer, str) else type(tokenizer).__name__
         raise ConfigError(
-            f"{name} must be a tokenizer with encode and decode (CharTokenizer, BPETokenizer, gpt2_tokenizer(), "
-            f"train_tokenizer(kind, text)), got {got}"
+            f"{name} must be a tokenizer with encode and decode ({TOKENIZERS_SHOWN}), got {got}"
         )
     return tokenizer
 

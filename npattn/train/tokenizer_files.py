@@ -20,6 +20,7 @@ from npattn.train.atomic import atomic_write, check_source, read_bytes
 from npattn.train.tokenizers import (
     GPT2_SPLIT,
     TOKENIZER_KINDS,
+    TOKENIZERS_SHOWN,
     BPETokenizer,
     CharTokenizer,
     Tokenizer,
@@ -103,8 +104,7 @@ def save_tokenizer(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
     if not callable(getattr(tokenizer, "to_dict", None)):
         got = f"str {tokenizer!r}" if isinstance(tokenizer, str) else type(tokenizer).__name__
         raise ConfigError(
-            f"save_tokenizer expects a tokenizer (CharTokenizer, BPETokenizer, gpt2_tokenizer(), "
-            f"train_tokenizer(kind, text)), got {got}"
+            f"save_tokenizer expects a tokenizer ({TOKENIZERS_SHOWN}), got {got}"
         )
     atomic_write(path, json.dumps(tokenizer.to_dict(), ensure_ascii=True).encode("ascii"), what="tokenizer")
 

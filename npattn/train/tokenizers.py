@@ -37,6 +37,7 @@ from npattn._checks import check_positive_int
 from npattn.errors import ConfigError
 
 __all__ = [
+    "TOKENIZERS_SHOWN",
     "TOKENIZER_KINDS",
     "BPETokenizer",
     "CharTokenizer",
@@ -49,6 +50,8 @@ __all__ = [
 ]
 
 TOKENIZER_KINDS = ("char", "bpe", "gpt2")
+TOKENIZERS_SHOWN = "npattn.train.CharTokenizer, BPETokenizer, gpt2_tokenizer() or train_tokenizer(kind, text)"
+"""Where the tokenizers live, as an error message names them (they are not top-level npattn names)."""
 
 # GPT-2's pre-tokenizer, 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+,
 # in the standard library's `re`: [^\W\d_] is a letter, (?:[^\s\w]|_) anything that is neither
