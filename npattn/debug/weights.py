@@ -129,13 +129,19 @@ def weights_of(obj: Any, names: Sequence[str] = WEIGHT_NAMES) -> dict[str, np.nd
     transposed the same way and ``"W_query.bias"`` keys are the biases.
 
     Raises:
-        ConfigError: a weight is missing (the message lists what was found).
+        ConfigError: a weight is missing (the message lists what was found), or a mapping names one
+            twice (both ``"W_query"`` and ``"W_query.weight"``).
     """
     out: dict[str, np.ndarray] = {}
     missing = []
     for name in names:
         bias: Any = None
         if isinstance(obj, Mapping):
+            if name in obj and f"{name}.weight" in obj:
+                raise ConfigError(
+                    f"the weights name {name} twice, as {name!r} (d_in, d_out) and as {name + '.weight'!r} "
+                    "(d_out, d_in): expected one of the two keys (which one to use would be a guess)"
+                )
             if name in obj:
                 out[name] = as_array(to_numpy(obj[name]), name)
             elif f"{name}.weight" in obj:
