@@ -440,8 +440,8 @@ def _check(
     )
     if output.dtype.kind == "f" and output.dtype.itemsize < 4:  # a float16 output: about 3 digits
         half = (
-            f"note: {user.name} returned {output.dtype} (about 3 significant digits); the check compares against "
-            "float64 with float32's tolerance at best, so return float32 or float64"
+            f"note: {user.name} returned {output.dtype} (about 3 significant digits): the check allows float16's "
+            "rounding (0.05% of each column's largest value) and can judge no finer; return float32 or float64"
         )
         report.note = f"{report.note}\n{half}" if report.note else half
     if report.diagnosis.correct and set(W) == set(WEIGHT_NAMES):
