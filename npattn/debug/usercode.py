@@ -452,11 +452,14 @@ def _check(
         report.backward = check_backward(
             forward, backward, x, W, name=user.name, title=title, causal=causal, num_heads=user.num_heads
         )
-        if causal and user.kind == "class" and with_dropout:
-            obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
-            if getattr(obj, "out_proj", None) is not None:
-                _identity_out_proj(obj, d_out, user.name)
-            report.dropout, report.dropout_note = dropout_check(obj, user.name, x, W, num_heads=user.num_heads)
+    forward_only = report.diagnosis.correct and not _is_torch(user.obj)  # torch's dropout: not np.random's
+    if causal and user.kind == "class" and with_dropout and (user.has_backward or forward_only):
+        obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
+        if getattr(obj, "out_proj", None) is not None:
+            _identity_out_proj(obj, d_out, user.name)
+        report.dropout, report.dropout_note = dropout_check(
+            obj, user.name, x, W, num_heads=user.num_heads, backward_too=user.has_backward
+        )
     return report
 
 
