@@ -39,6 +39,7 @@ __all__ = [
     "load_float64",
     "object_callables",
     "pair_callables",
+    "pair_hint",
     "seeded",
 ]
 
@@ -77,6 +78,17 @@ def _array(value: Any) -> Any:
         except Exception:
             return value
     return value
+
+
+def pair_hint(module: Any, name: str, path_text: str) -> str:
+    """What to check instead when the function ``name`` has a sibling backward in ``module`` (it
+    returns (output, cache) then): "" when it has none."""
+    stem = name.removesuffix("_forward")
+    if not callable(getattr(module, f"{stem}_backward", None)):
+        return ""
+    if stem != name:
+        return f"check the pair by its stem: npattn check {path_text}:{stem} (it runs {name} with {stem}_backward)"
+    return f"rename it {name}_forward, then check the pair by its stem: npattn check {path_text}:{name}"
 
 
 def pair_callables(

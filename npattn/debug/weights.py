@@ -84,9 +84,11 @@ def to_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def returned_array(value: Any, who: str) -> np.ndarray:
+def returned_array(value: Any, who: str, pair: str = "") -> np.ndarray:
     """``to_numpy`` of what the user's code ``who`` returned, run outside the user's code so that a
-    value npattn cannot read is reported as what it is, never as the user's code raising.
+    value npattn cannot read is reported as what it is, never as the user's code raising. ``pair``:
+    what to check instead when ``who`` has a sibling backward (``userbackward.pair_hint``), said
+    when it returned a tuple of arrays.
 
     Raises:
         DTypeError: naming the returned value (type, and dtype/device for a tensor), why it cannot be
@@ -97,6 +99,8 @@ def returned_array(value: Any, who: str) -> np.ndarray:
     except Exception as exc:
         several = isinstance(value, tuple) and any(isinstance(v, np.ndarray) or hasattr(v, "detach") for v in value)
         hint = " (the output alone: a forward that returns (output, cache) is NAME_forward, with NAME_backward)"
+        if several and pair:
+            hint = f"; {who} returns (output, cache) next to its backward: {pair}"
         raise DTypeError(
             f"{who} returned {describe_value(value)}, which npattn cannot read as an array "
             f"({type(exc).__name__}: {str(exc)[:100]}); expected a real floating ndarray or a CPU torch tensor"
