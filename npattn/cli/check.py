@@ -68,10 +68,10 @@ def _child(conn: Connection, spec: str) -> None:
     result: tuple[Any, ...]
     try:
         report = check_attention(spec)
-        output = np.array(report.output, dtype=np.float64)
+        output = _as_sent(report.output)
         forward_ok = report.diagnosis.correct
         second = report.second
-        other = None if second is None else (second.diagnosis.correct, np.array(second.output, dtype=np.float64))
+        other = None if second is None else (second.diagnosis.correct, _as_sent(second.output))
         result = ("report", str(report) + "\n", report.passed, forward_ok, output, report.causal, report.num_heads,
                   other)
     except NpattnError as exc:
@@ -82,6 +82,13 @@ def _child(conn: Connection, spec: str) -> None:
         result = ("error", f"{spec} raised {type(exc).__name__}: {exc}")
     conn.send(result)
     conn.close()
+
+
+def _as_sent(output: Any) -> np.ndarray:
+    """The output as the parent re-checks it: its dtype kept when it is float16, float32 or float64
+    (each is allowed its own rounding), else as float64."""
+    output = np.asarray(output)
+    return np.array(output, dtype=output.dtype if output.dtype in (np.float16, np.float32) else np.float64)
 
 
 def _own_session() -> None:

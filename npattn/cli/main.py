@@ -237,7 +237,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                     f"{', '.join(given)}: --book uses the book's input, sizes and seeds; drop --book to set them"
                 )
         if args.heads is not None and args.attention not in ("wrapper", "mha"):
-            raise ConfigError(f"--heads applies to --class wrapper or mha, not to {args.attention or 'v1'}")
+            refused = f"--class {args.attention}" if args.attention else "the default --class v1"
+            raise ConfigError(f"--heads applies to --class wrapper or mha, not to {refused}")
         sizes = _sizes(args)
         return run_trace(
             sizes["tokens"],

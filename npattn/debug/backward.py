@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from difflib import get_close_matches as close_matches
 from typing import Any
 
 import numpy as np
@@ -414,7 +415,7 @@ def diagnose_backward(
     reported in ``problems``; NaN or inf in ``non_finite``; then no mistake is named.
 
     Raises:
-        ConfigError: ``grads`` not a mapping, a weight missing, x or a weight not finite, or
+        ConfigError: ``grads`` not a mapping or holding an unknown key, a weight missing, x or a weight not finite, or
             num_heads not dividing d_out. ShapeError: x, the weights, ``grad_output`` or ``keep``
             of shapes that do not fit together.
     """
@@ -423,6 +424,11 @@ def diagnose_backward(
             'grads: expected a mapping {"x": dx, "W_query": dW_query, "W_key": dW_key, "W_value": dW_value}, '
             f"got {type(grads).__name__}"
         )
+    unknown = [str(k) for k in grads if k not in GRAD_NAMES]
+    if unknown:
+        hints = [f"{k!r} (did you mean {m[0]!r}?)" if (m := close_matches(k, GRAD_NAMES, 1)) else repr(k)
+                 for k in unknown]
+        raise ConfigError(f"grads: unknown key {', '.join(hints)}; expected the keys {', '.join(GRAD_NAMES)}")
     atol, rtol = check_tolerances(atol, rtol, "diagnose_backward")
     x64, *Ws = check_weights(x, weights)
     x, weights = x64, dict(zip(GRAD_NAMES[1:], Ws))

@@ -22,7 +22,7 @@ import numpy as np
 from npattn import _html
 from npattn._checks import as_array
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
-from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, float32_allowance, largest
+from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, column_allowed, rounding_allowance
 from npattn.debug.weights import check_single_head, check_weights_and_biases, to_numpy, weights_of
 from npattn.nn import functional as F
 
@@ -221,15 +221,15 @@ class Diagnosis:
         return _html.wrap(*parts, text=str(self))
 
 
-def _close(a: np.ndarray, b: np.ndarray, atol: float | None, rtol: float, rounding: float = 0.0) -> bool:
-    """Equal shapes and |a - b| <= max(atol + rtol * max|b|, rounding) everywhere (NaN equal only to NaN)."""
+def _close(a: np.ndarray, b: np.ndarray, atol: float | None, rtol: float, rounding: Any = 0.0) -> bool:
+    """Equal shapes and |a - b| <= max(atol + rtol * max|b[..., j]|, rounding[j]) in every column j
+    (``column_allowed``; NaN equal only to NaN)."""
     if a.shape != b.shape:
         return False
-    allowed = max((atol or 0.0) + rtol * largest(b), rounding)
-    return bool(np.allclose(a, b, rtol=0.0, atol=allowed, equal_nan=True))
+    return bool(np.all(np.isclose(a, b, rtol=0.0, atol=column_allowed(b, atol, rtol, rounding), equal_nan=True)))
 
 
-def _outside_value_range(output: np.ndarray, values: np.ndarray, atol: float) -> Symptom | None:
+def _outside_value_range(output: np.ndarray, values: np.ndarray, atol: Any) -> Symptom | None:
     """A context vector must lie, column by column, between the smallest and largest value vector."""
     if output.shape != values.shape or output.shape[-2] == 0:
         return None
@@ -273,9 +273,9 @@ def diagnose(
         output: what the user's implementation returned for x with these weights.
         causal: the implementation is meant to be causal (section 3.5); adds ``missing_causal_mask``.
         atol, rtol: "equals" and "reproduces exactly" mean |output - candidate| <= atol + rtol *
-            max|candidate| (atol unset: 0, so the judgement is relative to the outputs' magnitude;
-            a float32 output is then also allowed float32's documented rounding,
-            ``tolerance.float32_allowance``).
+            max|candidate[..., j]| in each output column j (atol unset: 0, so each column is judged
+            relative to its own magnitude; a float32 or float16 output is then also allowed its
+            dtype's documented rounding, ``tolerance.rounding_allowance``).
 
     Returns:
         Diagnosis; ``matches`` lists every mistake that reproduces the output (several when they
@@ -296,8 +296,8 @@ def diagnose(
     expected = attention_variant(x64, Wq, Wk, Wv, causal=causal, biases=biases)
     allowed_error(expected, atol, rtol, "diagnose")  # refuses a tolerance too wide for these outputs
     queries, keys, values = (x64 @ W + b for W, b in zip((Wq, Wk, Wv), biases))
-    # atol unset: a float32 output is also allowed float32's documented rounding
-    rounding = 0.0 if atol is not None else float32_allowance(raw, queries, keys, values, expected, causal=causal)
+    # atol unset: the output is also allowed its dtype's documented rounding, column by column
+    rounding = 0.0 if atol is not None else rounding_allowance(raw, queries, keys, values, expected, causal=causal)
     prediction = predict_shapes(x64.shape[-2], Wq.shape[0], Wq.shape[1], batch=x64.shape[0] if x64.ndim == 3 else None)
     shape_check = check_shapes(prediction, out)
     candidates = [m for m in catalogue if causal or not m.causal_only]
@@ -329,7 +329,7 @@ def diagnose(
             elif not correct and _close(out, wrong, atol, rtol, rounding):
                 matches.append(mistake.identifier)
     if not correct:
-        outside = _outside_value_range(out, values, max((atol or 0.0) + rtol * largest(values), rounding))
+        outside = _outside_value_range(out, values, column_allowed(values, atol, rtol, rounding))
         if outside is not None:
             symptoms.append(outside)
     return Diagnosis(

@@ -12,7 +12,14 @@ import numpy as np
 
 from npattn._checks import as_array, check_positive_int
 from npattn.debug.formulas import WEIGHT_NAMES, kind_of
-from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, float32_allowance, largest
+from npattn.debug.tolerance import (
+    FORWARD_RTOL,
+    allowed_error,
+    check_tolerances,
+    column_allowed,
+    largest,
+    rounding_allowance,
+)
 from npattn.debug.trace import Trace, trace
 from npattn.debug.weights import ModuleWeights, check_weights_and_biases, to_numpy, weights_of
 from npattn.errors import ConfigError, ShapeError
@@ -30,20 +37,40 @@ __all__ = ["RowCheck", "check_rows", "check_rows_of", "single_token_context"]
 @dataclass
 class RowCheck:
     """Each token's context vector computed on its own vs the batched output's row. ``atol`` is the
-    largest difference allowed (atol + rtol * max|expected| of ``check_rows``)."""
+    largest difference allowed in each output column, (d_out,) (``check_rows``: atol + rtol *
+    max|expected[..., j]|, or the output dtype's rounding), or one number for every column."""
 
     expected: np.ndarray
     output: np.ndarray
     row_diffs: np.ndarray
-    atol: float
+    atol: np.ndarray | float
     tokens: Sequence[str] | None = None
     note: str = ""  # how the output was made (e.g. a module run in eval mode), printed last
-    float32: bool = False  # atol is float32's documented rounding (a float32 output)
+    float32: bool = False  # atol is the output dtype's documented rounding (a float32 or float16 output)
+    dtype: str = "float32"  # the output's dtype, as returned (``output`` is its float64 copy)
+
+    def _diffs(self) -> np.ndarray:
+        """|expected - output| per entry, NaN as inf (never passes)."""
+        with np.errstate(invalid="ignore"):
+            diffs = np.abs(self.expected - self.output)
+        return np.where(np.isnan(diffs), np.inf, diffs)
+
+    def _over(self) -> np.ndarray:
+        """How far each entry is over its column's allowance (> 1: fails; inf for any difference
+        where nothing is allowed)."""
+        diffs = self._diffs()
+        allowed = np.broadcast_to(np.asarray(self.atol, dtype=np.float64), diffs.shape)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(diffs == 0, 0.0, np.where(allowed > 0, diffs / np.where(allowed > 0, allowed, 1), np.inf))
 
     @property
     def worst_row(self) -> tuple[int, ...]:
-        """Index of the worst row: (row,) or (batch, row)."""
-        return tuple(int(i) for i in np.unravel_index(int(np.argmax(self.row_diffs)), self.row_diffs.shape))
+        """Index of the worst row: (row,) or (batch, row): the largest difference, or when some rows
+        fail, the row furthest over its columns' allowance."""
+        if self.row_diffs.size == 0:
+            return (0,)
+        scores = np.max(self._over(), axis=-1) if not self.passed else self.row_diffs
+        return tuple(int(i) for i in np.unravel_index(int(np.argmax(scores)), self.row_diffs.shape))
 
     @property
     def max_diff(self) -> float:
@@ -51,11 +78,13 @@ class RowCheck:
 
     @property
     def bad_rows(self) -> list[tuple[int, ...]]:
-        return [tuple(int(i) for i in idx) for idx in np.argwhere(self.row_diffs > self.atol)]
+        if self.row_diffs.size == 0:
+            return []
+        return [tuple(int(i) for i in idx) for idx in np.argwhere(np.any(self._over() > 1, axis=-1))]
 
     @property
     def passed(self) -> bool:
-        return not np.any(self.row_diffs > self.atol) and bool(np.all(np.isfinite(self.output)))
+        return not self.bad_rows and bool(np.all(np.isfinite(self.output)))
 
     def __bool__(self) -> bool:
         return self.passed
@@ -78,11 +107,15 @@ class RowCheck:
         non_finite = int(self.output.size - np.count_nonzero(np.isfinite(self.output)))
         if non_finite:
             verdict += f"; the output is non-finite: {non_finite} of {self.output.size} entries are NaN or inf"
+        row_over = self._over()[worst]
+        col = int(np.argmax(row_over if not self.passed else self._diffs()[worst]))
+        allowed = float(np.broadcast_to(np.asarray(self.atol, dtype=np.float64), row_over.shape)[col])
+        where = f" in column {col + 1}" if np.ndim(self.atol) and not self.passed else ""
         return (
             f"single-token check (each token's context vector computed on its own, section 3.4): {verdict}\n"
             f"  worst: {self._row_name(worst)}: on its own [{exp}], batched [{got}], "
-            f"max |diff| {self.max_diff:.3e} (allowed {self.atol:.1e}"
-            + (", float32's rounding)" if self.float32 else ")")
+            f"max |diff| {float(self._diffs()[worst][col]):.3e}{where} (allowed {allowed:.1e}"
+            + (f", {self.dtype}'s rounding)" if self.float32 else ")")
             + (f"\n  {self.note}" if self.note else "")
         )
 
@@ -133,9 +166,10 @@ def check_rows(
     output of MultiHeadAttentionWrapper (with its heads' weights concatenated) or the
     ``merged_heads`` stage of MultiHeadAttention (before out_proj).
 
-    A row passes when max|row - its own computation| <= atol + rtol * max|expected| (atol unset: 0,
-    so the judgement is relative to the outputs' magnitude; a float32 output is then also allowed
-    float32's documented rounding, ``tolerance.float32_allowance``).
+    A row passes when |row - its own computation| <= atol + rtol * max|expected[..., j]| in each
+    column j (atol unset: 0, so each column is judged relative to its own magnitude, and a wrong
+    column of small values fails next to large ones; a float32 or float16 output is then also
+    allowed its dtype's documented rounding, ``tolerance.rounding_allowance``).
 
     Raises:
         ShapeError: ``output`` does not have the shape (..., n, d_out) the weights give.
@@ -193,13 +227,15 @@ def check_rows(
     with np.errstate(invalid="ignore"):
         diffs = np.abs(expected - out)
     row_diffs = np.max(np.where(np.isnan(diffs), np.inf, diffs), axis=-1, initial=0.0)  # NaN never passes
-    allowed = allowed_error(expected, atol, rtol, "check_rows")
-    rounding = 0.0
-    if atol is None:  # a float32 output is also allowed float32's documented rounding
+    allowed_error(expected, atol, rtol, "check_rows")  # refuses a tolerance too wide for these outputs
+    rounding: np.ndarray | float = 0.0
+    if atol is None:  # the output is also allowed its dtype's documented rounding, column by column
         q, k, v = (x64 @ W + b for W, b in zip((Wq, Wk, Wv), biases))
-        rounding = float32_allowance(raw, q, k, v, expected, causal=causal, num_heads=h)
-    tolerance = max(allowed, rounding)
-    if isinstance(weights, ModuleWeights) and weights.out_proj is not None and np.any(row_diffs > tolerance):
+        rounding = rounding_allowance(raw, q, k, v, expected, causal=causal, num_heads=h)
+    tolerance = column_allowed(expected, atol, rtol, rounding)
+    by_rounding = bool(np.any(np.asarray(rounding) > column_allowed(expected, atol, rtol)))
+    by_rounding = by_rounding and raw.dtype in (np.float16, np.float32)
+    if isinstance(weights, ModuleWeights) and weights.out_proj is not None and np.any(diffs > tolerance):
         W_out, b_out = weights.out_proj
         projected = expected @ W_out + (0.0 if b_out is None else b_out)
         if np.allclose(out, projected, rtol=1e-4, atol=1e-4 * max(largest(projected), 1e-300)):
@@ -208,7 +244,7 @@ def check_rows(
                 "merged_heads, the rows before it (every head's context vectors side by side): pass "
                 "npattn.trace(module, x)['merged_heads'], or use npattn.check_rows_of(module, x)"
             )
-    return RowCheck(expected, out, row_diffs, tolerance, tokens, float32=rounding > allowed)
+    return RowCheck(expected, out, row_diffs, tolerance, tokens, float32=by_rounding, dtype=str(raw.dtype))
 
 
 def check_rows_of(

@@ -2,16 +2,22 @@
 the magnitude of what is compared, and refused when they are negative, NaN, or so wide that the
 check could not fail.
 
-Forward checks (check_rows, diagnose, compare) pass when |output - reference| <= atol + rtol *
-max|reference|; by default atol is 0 and rtol 1e-5, so the judgement is relative: scaling x and the
-weights scales what is allowed (an all-zero output never passes for outputs of 1e-7). A tolerance
-under which an output off by 0.1% (``FORWARD_DETECTS``) would pass is refused with a ConfigError.
+Forward checks (check_rows, diagnose) judge each output column j on its own scale: they pass when
+|output[..., j] - reference[..., j]| <= atol + rtol * max|reference[..., j]| (a context vector's
+column j is an average of column j of the values, so its errors scale with that column, not with
+the output's largest entry: a wrong column of small values must fail next to large ones). By default
+atol is 0 and rtol 1e-5, so the judgement is relative: scaling x and the weights scales what is
+allowed (an all-zero output never passes for outputs of 1e-7). ``compare`` judges each stage
+relative to its largest magnitude. A tolerance under which an output off by 0.1%
+(``FORWARD_DETECTS``) would pass is refused with a ConfigError.
 
-A float32 output (atol unset) is also allowed float32's documented rounding (docs/errors.md,
-"float32 against float64"): ``FLOAT32_BOUND * (1 + S) * max|values|``, S the largest |scaled
-score|, capped at a fifth of ``FORWARD_DETECTS`` (0.02%) of the output's magnitude so that an
-output off by 0.1%, or one entry off by 0.1% of itself when it is above a fifth of the largest,
-still fails (npattn's own float32 output errs by 1e-5 to 3e-5 of the magnitude at S up to 3e4).
+An output's own rounding (atol unset) is also allowed, column by column: ``FLOAT32_BOUND * (1 + S) *
+max|values[..., j]|`` for float32 (docs/errors.md, "float32 against float64"), S the largest |scaled
+score|, the bound scaled by the dtype's epsilon for float16 (and float64), capped at a fifth of
+``FORWARD_DETECTS`` (0.02%) of the column's magnitude (half of it, 0.05%, for float16, whose own
+rounding is 0.049%) so that an output off by 0.1%, or one entry off by 0.1% of itself when it is
+above a fifth of its column's largest, still fails (npattn's own float32 output errs by 1e-5 to
+3e-5 of the magnitude at S up to 3e4).
 """
 
 from __future__ import annotations
@@ -24,8 +30,8 @@ import numpy as np
 from npattn._checks import check_finite
 from npattn.errors import ConfigError
 
-__all__ = ["FLOAT32_BOUND", "FORWARD_DETECTS", "FORWARD_RTOL", "allowed_error", "check_tolerances", "float32_allowance"]
-__all__ += ["largest", "matches"]
+__all__ = ["FLOAT32_BOUND", "FORWARD_DETECTS", "FORWARD_RTOL", "allowed_error", "check_tolerances", "column_allowed"]
+__all__ += ["FLOAT16_ROUNDING", "column_largest", "largest", "matches", "rounding_allowance"]
 
 FORWARD_DETECTS = 1e-3
 """Every forward check must be able to fail an output off by this relative amount (0.1%)."""
@@ -41,15 +47,23 @@ FLOAT32_BOUND = 1e-5
 docs/errors.md, "float32 against float64"; measured worst 7.8e-8 for outputs)."""
 
 
-def float32_allowance(
+FLOAT16_ROUNDING = FORWARD_DETECTS / 2
+"""What a float16 output may be off by, relative to its column's largest value: float16 rounds to
+within 2**-11 = 0.049% of each normal number, and an output off by 0.1% still fails."""
+
+
+def rounding_allowance(
     output: np.ndarray, queries: np.ndarray, keys: np.ndarray, values: np.ndarray, reference: np.ndarray,
     *, causal: bool = False, num_heads: int = 1,
-) -> float:  # fmt: skip
-    """What float32 rounding may add to a correct ``output`` (0.0 unless its dtype is float32):
-    ``FLOAT32_BOUND * (1 + S) * max|values|``, S the largest |scaled score| over the entries the
-    causal mask keeps, per head (queries, keys, values (..., n, d_out), heads side by side in
-    d_out); at most a fifth of ``FORWARD_DETECTS`` times max|reference|."""
-    if np.asarray(output).dtype != np.float32 or queries.shape[-2] == 0:
+) -> np.ndarray | float:  # fmt: skip
+    """What its dtype's rounding may add to a correct ``output``, per output column (d_out,): 0.0
+    unless it is float16, float32 or float64. ``FLOAT32_BOUND * (1 + S) * max|values[..., j]|`` for
+    float32 (the bound scaled by the dtype's epsilon for the others), S the largest |scaled score|
+    over the entries the causal mask keeps, per head (queries, keys, values (..., n, d_out), heads
+    side by side in d_out); at most a fifth of ``FORWARD_DETECTS`` (half for float16) times
+    max|reference[..., j]|."""
+    dtype = np.asarray(output).dtype
+    if dtype not in (np.float16, np.float32, np.float64) or queries.shape[-2] == 0:
         return 0.0
     n, d_out = queries.shape[-2:]
     head_dim = d_out // num_heads
@@ -59,7 +73,29 @@ def float32_allowance(
         c = slice(h * head_dim, (h + 1) * head_dim)
         scores = queries[..., c] @ np.swapaxes(keys[..., c], -1, -2) / math.sqrt(head_dim)
         S = max(S, largest(np.where(keep, scores, 0.0)))
-    return min(FLOAT32_BOUND * (1 + S) * largest(values), FORWARD_DETECTS / 5 * largest(reference))
+    bound = FLOAT32_BOUND * float(np.finfo(dtype).eps / np.finfo(np.float32).eps)
+    cap = FLOAT16_ROUNDING if dtype == np.float16 else FORWARD_DETECTS / 5
+    return np.minimum(bound * (1 + S) * column_largest(values), cap * column_largest(reference))
+
+
+def column_largest(a: np.ndarray) -> np.ndarray:
+    """max |entry| of each column (the last axis) over the finite entries: (a.shape[-1],)."""
+    a = np.asarray(a, dtype=np.float64)
+    finite = np.where(np.isfinite(a), np.abs(a), 0.0)
+    if a.shape[-1] == 0:
+        return np.zeros(0)
+    return np.max(finite.reshape(-1, a.shape[-1]), axis=0, initial=0.0)
+
+
+def column_allowed(
+    reference: np.ndarray, atol: float | None, rtol: float, rounding: np.ndarray | float = 0.0
+) -> np.ndarray | float:
+    """The forward checks' allowance per column of ``reference`` (its last axis): max(atol + rtol *
+    max|reference[..., j]|, rounding[j]); a single number for a reference of no columns, or of
+    another width than ``rounding`` (a candidate shaped unlike the output)."""
+    if np.ndim(reference) == 0 or (np.ndim(rounding) and np.shape(rounding)[0] != np.shape(reference)[-1]):
+        return max((atol or 0.0) + rtol * largest(reference), float(np.max(rounding, initial=0.0)))
+    return np.maximum((atol or 0.0) + rtol * column_largest(reference), rounding)
 
 
 def check_tolerances(atol: Any, rtol: Any, who: str, detects: float = FORWARD_DETECTS) -> tuple[float | None, float]:
@@ -106,9 +142,11 @@ def allowed_error(
 
 
 def matches(output: np.ndarray, expected: np.ndarray, rtol: float = FORWARD_RTOL) -> bool:
-    """Same shape, finite, and |output - expected| <= rtol * max|expected| everywhere: the forward
-    checks' default judgement, relative to the values."""
+    """Same shape, finite, and |output - expected| <= rtol * max|expected[..., j]| in every column j
+    (a float16 output: up to ``FLOAT16_ROUNDING`` of it, float16's own rounding): the forward checks'
+    default judgement, relative to each column's values."""
     output, expected = np.asarray(output), np.asarray(expected)
     if output.shape != expected.shape or not np.all(np.isfinite(output)):
         return False
-    return bool(np.all(np.abs(output - expected) <= rtol * largest(expected)))
+    rounding = FLOAT16_ROUNDING * column_largest(expected) if output.dtype == np.float16 and expected.ndim else 0.0
+    return bool(np.all(np.abs(output - expected) <= column_allowed(expected, None, rtol, rounding)))

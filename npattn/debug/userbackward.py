@@ -24,7 +24,8 @@ import numpy as np
 
 from npattn._checks import from_tensor
 from npattn.debug.backcheck import BackwardCheck, check_backward, describe_exception, recover_keep
-from npattn.debug.backward import GRAD_NAMES
+from npattn.debug.backward import GRAD_NAMES, attention_reference
+from npattn.debug.tolerance import matches
 from npattn.errors import ConfigError
 from npattn.nn import Module
 
@@ -38,6 +39,7 @@ __all__ = [
     "load_float64",
     "object_callables",
     "pair_callables",
+    "pair_hint",
     "seeded",
 ]
 
@@ -76,6 +78,17 @@ def _array(value: Any) -> Any:
         except Exception:
             return value
     return value
+
+
+def pair_hint(module: Any, name: str, path_text: str) -> str:
+    """What to check instead when the function ``name`` has a sibling backward in ``module`` (it
+    returns (output, cache) then): "" when it has none."""
+    stem = name.removesuffix("_forward")
+    if not callable(getattr(module, f"{stem}_backward", None)):
+        return ""
+    if stem != name:
+        return f"check the pair by its stem: npattn check {path_text}:{stem} (it runs {name} with {stem}_backward)"
+    return f"rename it {name}_forward, then check the pair by its stem: npattn check {path_text}:{name}"
 
 
 def pair_callables(
@@ -196,15 +209,19 @@ def object_callables(obj: Any, name: str) -> tuple[Callable[..., np.ndarray], Ca
 
 
 def dropout_check(
-    obj: Any, name: str, x: np.ndarray, weights: Mapping[str, np.ndarray], *, num_heads: int | None = None
-) -> tuple[BackwardCheck | None, str]:
-    """The backward of a causal class built with dropout=DROPOUT_P: (the check, "") or (None, why not).
+    obj: Any, name: str, x: np.ndarray, weights: Mapping[str, np.ndarray], *, num_heads: int | None = None,
+    backward_too: bool = True,
+) -> tuple[BackwardCheck | None, str]:  # fmt: skip
+    """The forward, and the backward unless ``backward_too`` is False (a class without one), of a
+    causal class built with dropout=DROPOUT_P: (the check, "") or (None, why not, or that the
+    forward-only check passed).
 
     The keep mask is recovered from the output (``recover_keep``); a forward that gives a
     different output on each call (its dropout does not draw from np.random) is not checked, and
     an output that no keep mask explains fails.
     """
-    title = f"5. backward with dropout={DROPOUT_P} (the keep mask read back from your output; np.random seeded)"
+    checked = "backward" if backward_too else "forward"
+    title = f"5. {checked} with dropout={DROPOUT_P} (the keep mask read back from your output; np.random seeded)"
     forward, backward = (seeded(f) for f in object_callables(obj, name))
     x64 = np.array(x, dtype=np.float64)
     W64 = {n: np.array(weights[n], dtype=np.float64) for n in WEIGHTS}
@@ -222,6 +239,9 @@ def dropout_check(
             "even with np.random seeded before each (draw the keep mask from np.random to have it checked)"
         )
     keep = recover_keep(first, x64, W64, DROPOUT_P, num_heads=num_heads)
+    if keep is None and not backward_too and matches(first, attention_reference(x64, W64, causal=True,
+                                                                                num_heads=num_heads)[0]):
+        return None, f"5. dropout: not checked: with dropout={DROPOUT_P} your forward drops nothing (no dropout)"
     if keep is None:
         error = (
             f"with dropout={DROPOUT_P} your output is not correct attention for any keep mask: the forward's dropout "
@@ -230,5 +250,11 @@ def dropout_check(
         return BackwardCheck(title, error=error, forward_wrong=True), ""
     if keep.all():
         return None, f"5. dropout: not checked: with dropout={DROPOUT_P} no attention weight was dropped"
+    if not backward_too:
+        return None, (
+            f"5. forward with dropout={DROPOUT_P}: right (your output is correct attention for the keep mask read "
+            f"back from it: {int(np.count_nonzero(~keep))} of {keep.size} weights dropped, the kept ones scaled by "
+            f"1/(1 - p)); no backward to check"
+        )
     settings: dict[str, Any] = {"causal": True, "num_heads": num_heads, "keep": keep, "p": DROPOUT_P}
     return check_backward(forward, backward, x64, W64, name=name, title=title, **settings), ""

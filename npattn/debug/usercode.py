@@ -53,6 +53,7 @@ from npattn.debug.userbackward import (
     kept_random_state,
     object_callables,
     pair_callables,
+    pair_hint,
     seeded,
 )
 from npattn.debug.weights import check_weights, returned_array, to_numpy, weights_of
@@ -152,6 +153,7 @@ class UserAttention:
     num_heads: int | None = None  # a multi-head class
     obj: Any = None  # the object prepare built or loaded
     note: str = ""  # what was chosen when the file offers more than one thing to check
+    pair: str = ""  # a function with a sibling backward: what to check instead (``pair_hint``)
 
     def _construct(self, d_in: int, d_out: int, dropout: float = 0.0) -> Any:
         """The class built with the first of the book's call forms its constructor accepts."""
@@ -340,7 +342,7 @@ def attention_from_module(module: ModuleType, name: str, path_text: str = "") ->
     if all(hasattr(target, n) for n in WEIGHT_NAMES) and runs:
         return UserAttention(name, "instance", target)
     if callable(target) and _accepts(target, 4):
-        return UserAttention(name, "function", target)
+        return UserAttention(name, "function", target, pair=pair_hint(module, name, path_text))
     what = "a function that does not take 4 arguments" if callable(target) else f"of type {type(target).__name__}"
     raise ConfigError(
         f"{name} is {what}: "
@@ -410,7 +412,7 @@ def _check(
         frames = traceback.extract_tb(exc.__traceback__)
         where = f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
         raise ConfigError(f"{user.name} raised {type(exc).__name__}: {exc}{where}") from exc
-    output = returned_array(returned, user.name)  # npattn's conversion, outside the user's code
+    output = returned_array(returned, user.name, user.pair)  # npattn's conversion, outside the user's code
     if output.dtype.kind not in "fiu":  # never compared after a silent conversion (complex, strings, objects)
         raise DTypeError(f"{user.name} returned an output of dtype {output.dtype}, expected a real floating array")
     n, d_in = x.shape[-2:]
@@ -428,8 +430,7 @@ def _check(
         skipped = "single-token check: skipped for multi-head attention (the output is compared as a whole below)"
         diagnosis = _multihead_diagnosis(x, W, output, user.num_heads, shape_check)
     elif output.shape == (*x.shape[:-1], d_out):
-        tokens = BOOK_TOKENS if n == len(BOOK_TOKENS) else None
-        row_check = check_rows(x, W, output, causal=causal, tokens=tokens)
+        row_check = check_rows(x, W, output, causal=causal, tokens=BOOK_TOKENS if n == len(BOOK_TOKENS) else None)
     else:
         skipped = f"single-token check: skipped (the output's shape {output.shape} has no row per token to compare)"
     if not user.num_heads:
@@ -440,8 +441,8 @@ def _check(
     )
     if output.dtype.kind == "f" and output.dtype.itemsize < 4:  # a float16 output: about 3 digits
         half = (
-            f"note: {user.name} returned {output.dtype} (about 3 significant digits); the check compares against "
-            "float64 with float32's tolerance at best, so return float32 or float64"
+            f"note: {user.name} returned {output.dtype} (about 3 significant digits): the check allows float16's "
+            "rounding (0.05% of each column's largest value) and can judge no finer; return float32 or float64"
         )
         report.note = f"{report.note}\n{half}" if report.note else half
     if report.diagnosis.correct and set(W) == set(WEIGHT_NAMES):
@@ -452,11 +453,14 @@ def _check(
         report.backward = check_backward(
             forward, backward, x, W, name=user.name, title=title, causal=causal, num_heads=user.num_heads
         )
-        if causal and user.kind == "class" and with_dropout:
-            obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
-            if getattr(obj, "out_proj", None) is not None:
-                _identity_out_proj(obj, d_out, user.name)
-            report.dropout, report.dropout_note = dropout_check(obj, user.name, x, W, num_heads=user.num_heads)
+    forward_only = report.diagnosis.correct and not _is_torch(user.obj)  # torch's dropout: not np.random's
+    if causal and user.kind == "class" and with_dropout and (user.has_backward or forward_only):
+        obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
+        if getattr(obj, "out_proj", None) is not None:
+            _identity_out_proj(obj, d_out, user.name)
+        report.dropout, report.dropout_note = dropout_check(
+            obj, user.name, x, W, num_heads=user.num_heads, backward_too=user.has_backward
+        )
     return report
 
 

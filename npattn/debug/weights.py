@@ -84,9 +84,11 @@ def to_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def returned_array(value: Any, who: str) -> np.ndarray:
+def returned_array(value: Any, who: str, pair: str = "") -> np.ndarray:
     """``to_numpy`` of what the user's code ``who`` returned, run outside the user's code so that a
-    value npattn cannot read is reported as what it is, never as the user's code raising.
+    value npattn cannot read is reported as what it is, never as the user's code raising. ``pair``:
+    what to check instead when ``who`` has a sibling backward (``userbackward.pair_hint``), said
+    when it returned a tuple of arrays.
 
     Raises:
         DTypeError: naming the returned value (type, and dtype/device for a tensor), why it cannot be
@@ -97,6 +99,8 @@ def returned_array(value: Any, who: str) -> np.ndarray:
     except Exception as exc:
         several = isinstance(value, tuple) and any(isinstance(v, np.ndarray) or hasattr(v, "detach") for v in value)
         hint = " (the output alone: a forward that returns (output, cache) is NAME_forward, with NAME_backward)"
+        if several and pair:
+            hint = f"; {who} returns (output, cache) next to its backward: {pair}"
         raise DTypeError(
             f"{who} returned {describe_value(value)}, which npattn cannot read as an array "
             f"({type(exc).__name__}: {str(exc)[:100]}); expected a real floating ndarray or a CPU torch tensor"
@@ -129,13 +133,19 @@ def weights_of(obj: Any, names: Sequence[str] = WEIGHT_NAMES) -> dict[str, np.nd
     transposed the same way and ``"W_query.bias"`` keys are the biases.
 
     Raises:
-        ConfigError: a weight is missing (the message lists what was found).
+        ConfigError: a weight is missing (the message lists what was found), or a mapping names one
+            twice (both ``"W_query"`` and ``"W_query.weight"``).
     """
     out: dict[str, np.ndarray] = {}
     missing = []
     for name in names:
         bias: Any = None
         if isinstance(obj, Mapping):
+            if name in obj and f"{name}.weight" in obj:
+                raise ConfigError(
+                    f"the weights name {name} twice, as {name!r} (d_in, d_out) and as {name + '.weight'!r} "
+                    "(d_out, d_in): expected one of the two keys (which one to use would be a guess)"
+                )
             if name in obj:
                 out[name] = as_array(to_numpy(obj[name]), name)
             elif f"{name}.weight" in obj:
