@@ -414,7 +414,8 @@ def _check(
         raise ConfigError(f"{user.name} raised {type(exc).__name__}: {exc}{where}") from exc
     output = returned_array(returned, user.name, user.pair)  # npattn's conversion, outside the user's code
     if output.dtype.kind not in "fiu":  # never compared after a silent conversion (complex, strings, objects)
-        raise DTypeError(f"{user.name} returned an output of dtype {output.dtype}, expected a real floating array")
+        what = "None (a missing return?)" if returned is None else f"an output of dtype {output.dtype}"
+        raise DTypeError(f"{user.name} returned {what}, expected a real floating array")
     n, d_in = x.shape[-2:]
     d_out = W["W_query"].shape[1]
     batch = x.shape[0] if x.ndim == 3 else None

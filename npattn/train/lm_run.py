@@ -161,9 +161,9 @@ def _loaders(text: str, tokenizer: Tokenizer, settings: LMSettings) -> tuple[Dat
     window = settings.context_length + 1
     if len(train_loader) == 0:
         raise ConfigError(
-            f"the training text ({len(train_loader.dataset.token_ids)} tokens) gives no batch of "
-            f"{settings.batch_size} windows of context_length + 1 = {window} tokens; use a longer text, a shorter "
-            "--context-length or a smaller --batch-size"
+            f"the training text (the first 90% of the text: {len(train_loader.dataset.token_ids)} tokens) gives no "
+            f"batch of {settings.batch_size} windows of context_length + 1 = {window} tokens; use a longer text, a "
+            "shorter --context-length or a smaller --batch-size"
         )
     if len(val_loader) == 0:
         raise ConfigError(
