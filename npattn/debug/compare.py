@@ -11,7 +11,7 @@ import numpy as np
 
 from npattn import _html
 from npattn.debug.formulas import format_shape, format_table, formula_of
-from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances
+from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, column_allowed
 from npattn.debug.trace import Trace, trace
 from npattn.debug.weights import refuse_biases, to_numpy, weights_of
 from npattn.errors import ConfigError
@@ -170,8 +170,9 @@ def compare(
     Each is an npattn Module (traced), a Trace, or a function: ``f(x)``, or, when ``weights`` is
     given, ``f(x, W_query, W_key, W_value)``, returning the output or a mapping of stage name ->
     array (use npattn's names: queries, keys, values, attn_scores, attn_weights, context_vec).
-    A stage diverges when max|ref - cand| > atol + rtol * max|ref| (max over the finite entries;
-    atol unset: 0, so each stage is judged relative to its own magnitude), or when the shapes differ.
+    A stage diverges when, in some column j (its last axis), max|ref - cand| > atol + rtol *
+    max|ref[..., j]| (max over the finite entries; atol unset: 0, so each column is judged relative
+    to its own magnitude: a wrong column of small values diverges), or when the shapes differ.
 
     Raises:
         ConfigError: atol or rtol negative or not finite, or so wide for a stage that a stage off
@@ -195,7 +196,15 @@ def compare(
                 a64, b64 = a.astype(np.float64), b.astype(np.float64)
                 with np.errstate(invalid="ignore"):  # -inf - -inf at masked entries: equal, not NaN
                     diff = np.where(a64 == b64, 0.0, np.abs(a64 - b64))
-                max_diff = float(np.max(np.where(np.isnan(diff), np.inf, diff))) if diff.size else 0.0
+                diff = np.where(np.isnan(diff), np.inf, diff)
+                max_diff = float(np.max(diff)) if diff.size else 0.0
+                if diff.ndim and diff.size:  # each column against its own values: a wrong small column diverges
+                    per_column = np.max(diff.reshape(-1, diff.shape[-1]), axis=0)
+                    column = np.broadcast_to(column_allowed(a64, atol, rtol), per_column.shape)
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        worst = int(np.argmax(np.where(per_column > column, per_column / column, -1.0)))
+                    if per_column[worst] > column[worst]:
+                        max_diff, allowed = float(per_column[worst]), float(column[worst])
         diffs.append(StageDiff(name, sa, sb, max_diff, allowed))
     return Comparison(diffs)
 
