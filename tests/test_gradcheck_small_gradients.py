@@ -105,3 +105,25 @@ def test_a_backward_that_assigns_grad_instead_of_adding_fails(how):
     with pytest.raises(npattn.GradcheckError, match=r"W\.grad is not twice the first gradient"):
         npattn.gradcheck(Assigns(how), X)
     assert npattn.gradcheck(Assigns("add"), X)
+
+
+class Noisy(npattn.Module):
+    def __init__(self):
+        super().__init__()
+        self.W = npattn.Parameter(np.random.default_rng(0).standard_normal((4, 3)))
+
+    def forward(self, x):
+        self.x = np.array(x, np.float64)
+        return self.x @ self.W.data + 1e-3 * np.random.default_rng().standard_normal((len(self.x), 3))
+
+    def backward(self, g):
+        self.W.grad += self.x.T @ g
+        return g @ self.W.data.T
+
+
+def test_a_random_forward_is_refused_with_its_reason():
+    with pytest.raises(npattn.ConfigError, match="gradcheck: two forwards of the same input differ"):
+        npattn.gradcheck(Noisy(), X)
+    noisy = lambda a: (a + 1e-3 * np.random.default_rng().random(a.shape), None)  # noqa: E731
+    with pytest.raises(npattn.ConfigError, match="gradcheck_stage: two forwards of the same input differ"):
+        npattn.gradcheck_stage(noisy, lambda d, c: (d,), [X])

@@ -238,7 +238,9 @@ def gradcheck(
 
     _check_eps(eps, [p.data for p in model.parameters()] + ([x64] if check_input else []))
     model.zero_grad()
-    out = _check_output(model(x64.copy()), "gradcheck")  # a copy for every call: a forward may edit its input
+    first_out = _check_output(model(x64.copy()), "gradcheck")  # a copy for every call: a forward may edit its input
+    out = _check_output(model(x64.copy()), "gradcheck")
+    _check_same(first_out, out, "gradcheck")
     G = rng.standard_normal(out.shape)
     try:
         dx = model.backward(G.copy())  # a copy: a backward that edits its grad_output must not change G
@@ -262,6 +264,20 @@ def gradcheck(
         dx = np.asarray(dx)
         report.checks.append(_compare("x", x64, dx, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise))
     return _finish(report, raise_exception)
+
+
+def _check_same(first: np.ndarray, second: np.ndarray, who: str) -> None:
+    """Two forwards of the same input must agree: finite differences of a random forward are noise.
+
+    Raises:
+        ConfigError: naming the largest difference.
+    """
+    if first.shape != second.shape or not np.array_equal(first, second):
+        diff = float(np.max(np.abs(first - second))) if first.shape == second.shape else float("inf")
+        raise ConfigError(
+            f"{who}: two forwards of the same input differ (by up to {diff:.3g}): the forward is random (np.random, "
+            "an unfixed dropout mask), so its finite differences are noise; make it deterministic first"
+        )
 
 
 def _check_accumulates(model: Module, x: np.ndarray, G: np.ndarray, first: Mapping[str, np.ndarray]) -> None:
@@ -373,7 +389,9 @@ def gradcheck_stage(
             raise GradcheckError(f"gradcheck_stage: forward must return (out, cache), got {type(result).__name__}")
         return _check_output(result[0], "gradcheck_stage"), result[1]
 
+    first_out = run()[0]
     out, cache = run()
+    _check_same(first_out, out, "gradcheck_stage")
     if out.size == 0:
         raise ConfigError(
             f"gradcheck_stage: forward returned an output with no elements (shape {np.shape(out)}): "
