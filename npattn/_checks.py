@@ -324,6 +324,15 @@ def grad_problem(grad: Any, data: np.ndarray, shape: tuple[int, ...] | None = No
     return "is read-only (its flags.writeable is False)"
 
 
+_MASKS = ("mask", "keep", "dropout_keep")  # bool arrays: the contract refuses other dtypes by name
+
+
+def _floats(arr: np.ndarray, name: str) -> np.ndarray:
+    """Integers as float64 (int8 products wrap around: 20 * 20 is -112), anything else (and the
+    masks, whose dtype the stage contract judges) unchanged."""
+    return arr.astype(np.float64) if arr.dtype.kind in "iu" and name not in _MASKS else arr
+
+
 def stage_arrays(fn: _F) -> _F:
     """``fn`` (a stage function) with its array arguments checked, as the modules check theirs.
 
@@ -332,7 +341,8 @@ def stage_arrays(fn: _F) -> _F:
     ``tensor.detach().cpu().numpy()`` like the modules take it (``from_tensor``). Anything else (a
     list, a number, None where an array is needed) is refused with a DTypeError naming the stage,
     the argument, its type and the fix, instead of a raw AttributeError from deep inside the
-    stage. An ndarray passes untouched.
+    stage. Integer arrays become float64 (as ``kernels.attention`` takes them: int8 products
+    would wrap around); any other ndarray passes untouched.
     """
     params = list(inspect.signature(fn).parameters.values())
     checked = [
@@ -348,16 +358,16 @@ def stage_arrays(fn: _F) -> _F:
     stage = fn.__name__
 
     def convert(value: Any, name: str, optional: bool) -> Any:
-        if type(value) is np.ndarray or (optional and value is None):
+        if optional and value is None:
             return value
         if isinstance(value, np.ndarray):
             refuse_masked(value, f"{stage}: {name}")
-            return value
+            return _floats(value, name)
         if isinstance(value, np.generic):  # a NumPy scalar: the 0-d array it stands for
-            return np.asarray(value)
+            return _floats(np.asarray(value), name)
         converted = from_tensor(value)
         if isinstance(converted, np.ndarray):
-            return converted
+            return _floats(converted, name)
         raise DTypeError(
             f"{stage}: {name} must be a NumPy ndarray, got {type(value).__name__}; convert it with "
             f"np.asarray({name}) (a torch tensor is taken as tensor.detach().cpu().numpy())"
@@ -367,7 +377,7 @@ def stage_arrays(fn: _F) -> _F:
         if not sequence:
             return convert(value, name, optional)
         if isinstance(value, np.ndarray):
-            return value
+            return _floats(value, name)
         if not isinstance(value, (list, tuple)):
             raise DTypeError(f"{stage}: {name} must be a list or tuple of ndarrays, got {type(value).__name__}")
         return [convert(v, f"{name}[{j}]", False) for j, v in enumerate(value)]
@@ -380,7 +390,7 @@ def stage_arrays(fn: _F) -> _F:
     def with_arrays(*args: Any, **kwargs: Any) -> Any:
         if plain and not kwargs and len(args) > positions[-1]:
             for i in positions:
-                if type(args[i]) is not ndarray:
+                if type(args[i]) is not ndarray or args[i].dtype.kind in "iu":
                     break
             else:  # the common case: every array argument passed by position, an ndarray
                 return fn(*args)

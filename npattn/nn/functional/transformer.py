@@ -232,11 +232,13 @@ def add_forward(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, tuple]:
 
 
 def add_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Returns (dx, dy): both receive d_out; dy sums it over the axes y was broadcast along."""
+    """Returns (dx, dy): both receive d_out; dy sums it over the axes y was broadcast along. Both
+    are new arrays: a residual's ``dx += ...`` must change neither the caller's d_out nor dy."""
     # forward: out = x + y
     x_shape, y_shape = cache
     _check_grad("add_backward", d_out, x_shape)
-    return d_out, _sum_to(d_out, y_shape)
+    dy = _sum_to(d_out, y_shape)
+    return d_out.copy(), dy.copy() if np.shares_memory(dy, d_out) else dy
 
 
 # ----------------------------------------------------------------------------------------------
