@@ -557,7 +557,7 @@ def library_bad_inputs() -> list[BadInput]:
             "dtype=float16",
             lambda: G(0).randn(3, dtype=np.float16),
             npattn.ConfigError,
-            "normal supports float32 and float64, got float16",
+            "randn supports float32 and float64, got float16",
         ),
         (
             "TorchGenerator.bernoulli(...)",

@@ -127,3 +127,49 @@ def test_a_random_forward_is_refused_with_its_reason():
     noisy = lambda a: (a + 1e-3 * np.random.default_rng().random(a.shape), None)  # noqa: E731
     with pytest.raises(npattn.ConfigError, match="gradcheck_stage: two forwards of the same input differ"):
         npattn.gradcheck_stage(noisy, lambda d, c: (d,), [X])
+
+
+class FirstInputOnly(npattn.Module):
+    """A backward that keeps its first forward's input: right only for the first call."""
+
+    def __init__(self):
+        super().__init__()
+        self.W = npattn.Parameter(np.random.default_rng(0).standard_normal((4, 3)))
+        self.first = None
+
+    def forward(self, x):
+        self.first = np.array(x, np.float64) if self.first is None else self.first
+        return np.array(x, np.float64) @ self.W.data
+
+    def backward(self, g):
+        self.W.grad += self.first.T @ g
+        return g @ self.W.data.T
+
+
+def test_a_backward_that_keeps_its_first_forward_fails():
+    with pytest.raises(npattn.GradcheckError, match="gradient of W is wrong"):
+        npattn.gradcheck(FirstInputOnly(), X)
+
+
+def test_a_small_row_of_a_tensor_with_huge_entries_elsewhere_is_judged_on_its_own():
+    from npattn.nn import functional as F
+
+    rs = np.random.default_rng(0)
+    x, W = rs.standard_normal((5, 3)), rs.standard_normal((3, 2))
+    x[:, 0] *= 1e6
+
+    def row_doubled(d, cache):
+        dx, dW = F.project_backward(d, cache)
+        dW = dW.copy()
+        dW[2] *= 2
+        return dx, dW
+
+    with pytest.raises(npattn.GradcheckError, match=r"atol \+ 0\.01% of its own value"):
+        npattn.gradcheck_stage(F.project_forward, row_doubled, [x, W], eps=1e-3)
+    assert npattn.gradcheck_stage(F.project_forward, F.project_backward, [x, W], eps=1e-3)
+
+
+def test_a_staircase_is_not_averaged_into_a_slope():
+    x = np.random.default_rng(7).standard_normal((4, 3))
+    with pytest.raises(npattn.GradcheckError):
+        npattn.gradcheck_stage(lambda a: (np.round(a * 1e3) / 1e3, None), lambda d, c: (d,), [x])

@@ -93,14 +93,17 @@ def _resolve(
     numerical: np.ndarray,
     eps: float,
     noise: float,
+    at_eps: float,
     rtol: float,
     directions: np.ndarray | None,
 ) -> tuple[np.ndarray, float, float] | None:
     """A tensor whose gradient is so small that the default atol would pass it with its sign
     flipped gets its own atol: the differences' error measured at step h against step 2h (ten
     times it), and the rounding noise at h (``noise`` at eps, times eps / h). The first step h of
-    ``STEPS`` at which a sign flip fails wins: (numerical, atol, h). None: no step resolves the
-    gradient (it is zero within the noise, or the forward is not finite at the larger steps)."""
+    ``STEPS`` at which a sign flip fails wins: (numerical, atol, h). A larger step must agree with
+    eps's differences within ``at_eps`` (eps's atol): a staircase, flat at eps, is not averaged
+    into a slope. None: no step resolves the gradient (it is zero within the noise, the steps
+    disagree, or the forward is not finite at the larger steps)."""
     for factor in STEPS:
         h = eps * factor
         try:
@@ -108,6 +111,8 @@ def _resolve(
             at_2h = _numerical(target, loss, 2 * h, directions)
         except ConfigError:  # the forward is not finite that far from the point
             return None
+        if float(np.max(np.abs(at_h - numerical))) > at_eps:
+            return None  # the larger step sees another slope than eps does (a staircase averaged out)
         atol = max(noise / factor, 10 * float(np.max(np.abs(at_h - at_2h))))
         scale = float(np.max(np.abs(at_h)))
         if atol + rtol * scale < 2 * scale:
@@ -146,7 +151,7 @@ def _compare(
     scale = float(np.max(np.abs(numerical))) if numerical.size else 0.0
     step, resolved = eps, True
     if noise is not None and numerical.size and atol + rtol * scale >= 2 * scale:  # a sign flip would pass
-        found = _resolve(target, loss, numerical, eps, noise, rtol, directions)
+        found = _resolve(target, loss, numerical, eps, noise, atol, rtol, directions)
         resolved = found is not None
         if found is not None:
             numerical, atol, step = found
@@ -156,10 +161,16 @@ def _compare(
         return TensorCheck(name, target.shape, 0.0, 0.0, allowed, (), 0.0, 0.0, fast_mode, scale)
     error = np.abs(numerical - analytic)
     worst = np.unravel_index(int(np.argmax(error)), error.shape)
+    # each element against its own size too: a small row of a tensor with huge entries elsewhere
+    own = atol + DETECTS * np.abs(numerical)
+    element = None
+    if float(np.max(error)) <= allowed and np.any(error > own):
+        worst = np.unravel_index(int(np.argmax(error / own)), error.shape)
+        element = float(own[worst])
     return TensorCheck(
         name=name,
         shape=target.shape,
-        max_abs_error=float(error[worst]),
+        max_abs_error=float(np.max(error)),
         max_rel_error=max_relative_error(error, numerical),
         allowed=allowed,
         worst_index=tuple(int(i) for i in worst),
@@ -169,6 +180,8 @@ def _compare(
         scale=scale,
         step=step,
         resolved=resolved,
+        element_allowed=element,
+        element_error=None if element is None else float(error[worst]),
     )
 
 
@@ -238,6 +251,9 @@ def gradcheck(
 
     _check_eps(eps, [p.data for p in model.parameters()] + ([x64] if check_input else []))
     model.zero_grad()
+    # a forward on another input first: a backward that keeps state from its first call (a stale
+    # cache, a running sum) is then differentiated against the wrong forward and fails
+    model(np.roll(x64, 1) if ids else x64 * 0.5 + 0.25)
     first_out = _check_output(model(x64.copy()), "gradcheck")  # a copy for every call: a forward may edit its input
     out = _check_output(model(x64.copy()), "gradcheck")
     _check_same(first_out, out, "gradcheck")
@@ -297,7 +313,8 @@ def _check_accumulates(model: Module, x: np.ndarray, G: np.ndarray, first: Mappi
         if not (isinstance(grad, np.ndarray) and grad.shape == twice.shape and np.allclose(grad, twice, 1e-9, 0)):
             raise GradcheckError(
                 f"gradcheck: after a second backward, {name}.grad is not twice the first gradient: backward must "
-                "add to .grad (param.grad += ..., as PyTorch accumulates), not assign it"
+                "add its gradient to .grad once (param.grad += ..., as PyTorch accumulates), neither assign nor "
+                "rescale .grad"
             )
     model.zero_grad()
 

@@ -31,14 +31,19 @@ class TensorCheck:
     scale: float = 0.0  # max |numerical|: what the error is measured against
     step: float = 0.0  # the finite-difference step used (eps, or larger for a gradient below its noise)
     resolved: bool = True  # False: the gradient is below the differences' noise at every step tried
+    element_allowed: float | None = None  # set when an element is off by more than 0.01% of itself (+ atol):
+    element_error: float | None = None  # its allowance and its error (worst_index, numerical, analytical: it)
 
     @property
     def passed(self) -> bool:
-        return bool(self.max_abs_error <= self.allowed)
+        return bool(self.max_abs_error <= self.allowed) and self.element_allowed is None
 
     @property
     def margin(self) -> float:
-        """allowed / max_abs_error: how many times larger the error could be and still pass."""
+        """allowed / max_abs_error: how many times larger the error could be and still pass (for
+        an element off by more than 0.01% of itself, its own allowance over its error)."""
+        if self.element_allowed is not None and self.element_error:
+            return self.element_allowed / self.element_error
         return float("inf") if self.max_abs_error == 0 else self.allowed / self.max_abs_error
 
 
@@ -93,6 +98,12 @@ class GradcheckReport:
         gradient of the right size with the wrong sign, or none at all, would pass: said so)."""
         lines = []
         for c in self.checks:
+            if c.element_allowed is not None and c.max_abs_error <= c.allowed:
+                lines.append(
+                    f"note: {c.name}{list(c.worst_index)} is off by {c.element_error:.3g} (numerical "
+                    f"{c.numerical:.6g}, analytical {c.analytical:.6g}): more than atol + 0.01% of its own value "
+                    f"({c.element_allowed:.2g}), though within the tensor's allowance"
+                )
             if not c.resolved:
                 lines.append(
                     f"note: {c.name}'s numerical gradient (largest {c.scale:.3g}) is below the finite differences' "
@@ -165,8 +176,11 @@ def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
     if raise_exception and not report.passed:
         c = report.failures[0]
         where = f"direction {c.worst_index[0]}" if c.directional else f"index {c.worst_index}"
+        off = f"max abs error {c.max_abs_error:.3e} > allowed {c.allowed:.3e}"
+        if c.element_allowed is not None:
+            off = f"error {c.element_error:.3e} > atol + 0.01% of its own value, {c.element_allowed:.3e}"
         raise GradcheckError(
             f"gradient of {c.name} is wrong at {where}: numerical {c.numerical:.10g}, analytical {c.analytical:.10g} "
-            f"(max abs error {c.max_abs_error:.3e} > allowed {c.allowed:.3e})\n{report}"
+            f"({off})\n{report}"
         )
     return report

@@ -100,9 +100,15 @@ def _check_output(out: Any, who: str) -> np.ndarray:
         )
     if not np.all(np.isfinite(arr)):
         bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+        advice = "check the forward first"
+        if np.all(np.isfinite(arr) | np.isneginf(arr)):  # -inf only: masked scores, by design
+            advice = (
+                "those entries are -inf, as masked scores are by design: check the mask stage together with the "
+                "softmax after it (their output is finite), e.g. with F.attention_forward / attention_backward"
+            )
         raise ConfigError(
             f"{who}: the forward output is not finite ({bad} of {arr.size} entries are NaN or inf), "
-            "so no gradient can be compared; check the forward first"
+            f"so no gradient can be compared; {advice}"
         )
     return arr
 

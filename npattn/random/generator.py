@@ -209,7 +209,8 @@ class TorchGenerator:
 
     def randn(self, *size: int, dtype: Any = np.float32) -> np.ndarray:
         """Standard normal samples of shape ``size``, like ``torch.randn(*size, dtype=dtype)``."""
-        return self.normal(_shape(size, "randn size", 4), 0.0, 1.0, dtype)  # normal checks the dtype and bytes
+        dtype = _stream_dtype(dtype, "randn dtype")  # named as randn's; normal checks the bytes
+        return self.normal(_shape(size, "randn size", dtype.itemsize), 0.0, 1.0, dtype)
 
     def _normal_scalar(self, mean: float, std: float) -> float:
         """One element of ``normal_distribution<double>``: the cached value, else a new pair."""
