@@ -158,7 +158,14 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
     text = as_path(path, f"{what} path")
     if text.endswith(os.sep) or (os.altsep and text.endswith(os.altsep)):
         raise CheckpointError(f"cannot write {what} {text!r}: the path ends in a separator (a folder); name a file")
+    if os.path.basename(text) in (os.curdir, os.pardir):
+        last = os.path.basename(text)
+        raise CheckpointError(f"cannot write {what} {text!r}: the path ends in {last!r} (a folder); name a file")
     real = resolved(text, what)  # first: a deleted working folder is named as such
+    given_folder = os.path.dirname(text)
+    if given_folder and not os.path.isdir(given_folder):  # "nosuch/../x.npz": open() refuses it, realpath does not
+        problem = "is not a folder" if os.path.exists(given_folder) else "does not exist"
+        raise CheckpointError(f"cannot write {what} {text!r}: the folder {given_folder!r} {problem}")
     proc = _into_proc(text)
     if proc is not None:
         via = "" if os.path.abspath(text) == proc else f" (it leads to {proc!r})"
@@ -302,6 +309,7 @@ def atomic_write(path: Any, data: bytes, what: str = "checkpoint") -> os.stat_re
                 except OSError:
                     pass  # only root may give a file away; the permissions are kept all the same
             os.fsync(f.fileno())
+            _keep_mode_set_meanwhile(real, old, f.fileno(), text, what)
             written = os.fstat(f.fileno())
         os.replace(tmp, real)
         tmp = None
@@ -314,6 +322,23 @@ def atomic_write(path: Any, data: bytes, what: str = "checkpoint") -> os.stat_re
             os.unlink(tmp)
     _fsync_folder(folder)
     return written
+
+
+def _keep_mode_set_meanwhile(real: str, old: os.stat_result | None, fd: int, text: str, what: str) -> None:
+    """The target's mode just before the rename: a file made read-only while the new one was written
+    is refused (the rename would undo the chmod), another new mode is given to the new file."""
+    try:
+        now = os.stat(real)
+    except FileNotFoundError:
+        return
+    if old is not None and now.st_mode == old.st_mode:
+        return
+    if not _writable_bits(now.st_mode) or not os.access(real, os.W_OK):
+        raise CheckpointError(
+            f"cannot write {what} {text!r}: it was made read-only while the new file was written; the previous "
+            "file is untouched"
+        )
+    os.fchmod(fd, stat.S_IMODE(now.st_mode))
 
 
 def _fsync_folder(folder: str) -> None:
@@ -332,23 +357,26 @@ def _fsync_folder(folder: str) -> None:
 
 @contextmanager
 def sigint_held() -> Iterator[None]:
-    """Ctrl-C (SIGINT) waits until the block ends, then acts as it would have: a save and the record
-    of what it saved happen whole. An interrupt inside the zip writer left a ZipFile whose cleanup
-    raised ValueError; one between the replace and the record reported the step before. Nothing is
-    held outside the main thread (only it receives signals) or if the handler cannot be set."""
-    previous: Any = None
+    """Ctrl-C (SIGINT), SIGTERM and SIGHUP wait until the block ends, then act as they would have:
+    a save and the record of what it saved happen whole. An interrupt inside the zip writer left a
+    ZipFile whose cleanup raised ValueError; one between the replace and the record reported the
+    step before; a SIGTERM (``kill``, ``timeout``) mid-write left the temporary file. Nothing is
+    held outside the main thread (only it receives signals) or if a handler cannot be set."""
     pending: list[int] = []
+    previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        try:
-            previous = signal.signal(signal.SIGINT, lambda signum, frame: pending.append(signum))
-        except (ValueError, OSError):
-            previous = None
-    if previous is None:
-        yield
-        return
+        for signum in _HELD:
+            try:
+                previous[signum] = signal.signal(signum, lambda number, frame: pending.append(number))
+            except (ValueError, OSError):
+                break
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: one set outside Python
     if pending:  # only after the block succeeded: a failure in it is the error to report
-        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(pending[0])
+
+
+_HELD = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))

@@ -93,9 +93,12 @@ def encode_tree(value: Any, keys: list[Any], arrays: dict[str, np.ndarray], acti
             return {kind: [encode_tree(item, [*keys, i], arrays, active) for i, item in enumerate(value)]}
         finally:
             active.discard(id(value))
+    hint = ""
+    if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "numpy"):
+        hint = "; a torch tensor is saved as its array: tensor.detach().cpu().numpy()"
     raise CheckpointError(
         f"cannot save {where(keys)} of type {type(value).__name__}: checkpoints hold arrays, numbers, "
-        "strings, None, and dicts/lists/tuples of them (never pickled objects)"
+        f"strings, None, and dicts/lists/tuples of them (never pickled objects){hint}"
     )
 
 
@@ -210,8 +213,15 @@ def parse_header(text: str) -> tuple[dict[str, Any], list[str]]:
 
 
 def check_index_sha256(header: dict[str, Any], path: str) -> None:
-    """Refuse an index edited inside the file (absent in files written before it was recorded)."""
-    if "index_sha256" in header and header["index_sha256"] != index_sha256(header):
+    """Refuse an index edited inside the file, or without its SHA-256 (removing the entry would
+    otherwise turn the check off)."""
+    if "index_sha256" not in header:
+        raise CheckpointError(
+            f"{path!r}: its index has no 'index_sha256', so an edit of its class, config, metadata or tree could "
+            "not be told (the entry was removed, or an npattn before it was recorded wrote the file); load it with "
+            "that npattn and save it again"
+        )
+    if header["index_sha256"] != index_sha256(header):
         raise CheckpointError(
             f"{path!r}: its index was edited after it was written (class, config, metadata or tree no longer "
             "match its 'index_sha256'); save the object again instead of editing the file"

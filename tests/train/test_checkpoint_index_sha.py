@@ -1,6 +1,6 @@
 """A checkpoint's index (class, config, metadata, tree) carries its own SHA-256: an index edited
 inside the file (a MultiHeadAttention's num_heads 2 -> 1 keeps every shape, so the rebuilt module
-would load and compute something else) is refused; files without the entry still load."""
+would load and compute something else) is refused, and so is an index without the entry."""
 
 import io
 import json
@@ -36,13 +36,19 @@ def test_an_edited_index_is_refused(tmp_path):
             read(path)
 
 
-def test_an_index_without_the_entry_still_loads(tmp_path):
-    path = tmp_path / "old.npz"
-    model = npattn.SelfAttention_v1(3, 2, rng=1)
-    npattn.save(model, path)
-    _rewrite_index(path, lambda h: h.pop("index_sha256"))
-    np.testing.assert_array_equal(npattn.load(path)["W_query"], model.W_query.data)
-    assert "index_sha256" not in npattn.load_metadata(path)
+def test_an_index_without_the_entry_is_refused(tmp_path):
+    """Removing the entry would turn the check off: the class and config below are forged."""
+    path = tmp_path / "forged.npz"
+    npattn.save(npattn.SelfAttention_v1(3, 2, rng=1), path)
+
+    def forge(header):
+        header.pop("index_sha256")
+        header.update({"class": "SelfAttention_v2", "config": {"d_in": 3, "d_out": 2, "qkv_bias": True}})
+
+    _rewrite_index(path, forge)
+    for read in (npattn.load, npattn.load_metadata):
+        with pytest.raises(CheckpointError, match=r"its index has no 'index_sha256'"):
+            read(path)
 
 
 def test_metadata_cannot_set_the_entry(tmp_path):
