@@ -218,7 +218,7 @@ def _require_arguments(func: Callable[..., Any], *, with_weights: bool) -> None:
 
 def _is_last_stage(found: Mapping[str, np.ndarray], output: np.ndarray) -> bool:
     """Whether ``output`` is the last recorded stage, value for value (then its row would repeat it)."""
-    last = next(reversed(found.values()), None) if found else None
+    last = list(found.values())[-1] if found else None
     return last is not None and last.shape == output.shape and bool(np.array_equal(last, output, equal_nan=True))
 
 
