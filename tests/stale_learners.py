@@ -1,5 +1,6 @@
-"""float64 attention that is right on its first call only, and a float64 backward with a small bug:
-``npattn check`` must fail each (tests/debug/test_check_stale.py)."""
+"""float64 attention that is right on its first call only, a backward right on its first call only,
+and a float64 backward with a small bug:
+``npattn check`` must fail each (tests/debug/test_check_stale.py, test_backcheck_second_call.py)."""
 
 import numpy as np
 
@@ -59,3 +60,35 @@ def off_backward(d_out, cache):
     """dW_key off by 5e-5 relative, in float64: finite differences of the forward see it."""
     dx, dW_query, dW_key, dW_value = _backward(d_out, cache)
     return dx, dW_query, dW_key * (1 + 5e-5), dW_value
+
+
+class Fresh:
+    """Right attention and backward: a new cache on every forward, this call's gradients only."""
+
+    def __init__(self, d_in, d_out):
+        self.W_query = self.W_key = self.W_value = np.zeros((d_in, d_out))
+
+    def forward(self, x):
+        out, self.c = _forward(np.asarray(x, np.float64), self.W_query, self.W_key, self.W_value)
+        return out
+
+    def backward(self, d):
+        return _backward(np.asarray(d, np.float64), self.c)
+
+
+class StaleCache(Fresh):
+    """The first forward's cache kept for every later backward (the output itself is right)."""
+
+    def forward(self, x):
+        out, c = _forward(np.asarray(x, np.float64), self.W_query, self.W_key, self.W_value)
+        self.c = getattr(self, "c", c)
+        return out
+
+
+class RunningSum(Fresh):
+    """The weight gradients returned as a running sum over every backward, never reset."""
+
+    def backward(self, d):
+        dx, *dW = super().backward(d)
+        self.total = [t + g for t, g in zip(getattr(self, "total", [0.0, 0.0, 0.0]), dW)]
+        return (dx, *self.total)

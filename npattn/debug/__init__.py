@@ -11,6 +11,7 @@
     usercode.py     check_attention / ``npattn check``: a learner's own attention, checked
     backward.py     diagnose_backward: the catalogue of classic backward mistakes, reproduced exactly
     backcheck.py    check_backward: each gradient against finite differences and npattn's gradient
+    backsecond.py   the backward again after a forward on a second input (state kept from a call)
     userbackward.py a learner's backward (function pair or class) as the callables check_backward takes
 """
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from npattn import _html
 from npattn._checks import check_finite
+from npattn.debug.backsecond import second_backward_problem, second_input
 from npattn.debug.backward import (
     GRAD_NAMES,
     BackwardDiagnosis,
@@ -302,7 +303,7 @@ def check_backward(
     reference = backward_variant(x64, W64, G, **settings)
     report.forward_matches = matches(out, expected_out)
     if report.forward_matches:  # a second input of the same shape: a cached output or weights shows
-        x_second = x64 + 0.5 * np.random.default_rng(seed + 2).standard_normal(x64.shape)
+        x_second = second_input(x64, seed)
         try:
             second_right = matches(run_forward(x_second), attention_reference(x_second, W64, **settings)[0])
         except Exception as exc:
@@ -369,6 +370,15 @@ def check_backward(
             if row.name in user:
                 row.analytical = _against(row.name, user[row.name], reference[row.name], *tolerance)
     report.diagnosis = diagnose_backward(x64, W64, G, grads, **settings, atol=tolerance[0], rtol=tolerance[1])
+    if report.passed:  # right once: again after a forward on a second input (state kept from the first call)
+        try:
+            report.error = second_backward_problem(
+                backward, x64, W64, G, user, settings, tolerance, name=name, seed=seed
+            )
+        except ConfigError as exc:
+            report.error = f"on a second input: {exc}"
+        except Exception as exc:
+            report.error = describe_exception(f"{name}'s backward on a second input", exc)
     return report
 
 

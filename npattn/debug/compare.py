@@ -3,6 +3,7 @@ stage and the first stage whose values diverge, with a hint of what that usually
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,8 @@ _AFTER_DIVERGENCE = {
     "merged_heads": "the per-head context vectors agree but the merged ones do not: transpose(1, 2) back to "
     "(b, n, num_heads, head_dim) before the reshape to (b, n, d_out)",
     "out_proj": "the merged heads agree but the output does not: check out_proj (weight transposed, the bias)",
+    "output": "the recorded stages agree but what forward returns does not: forward changes its result after "
+    "its last recorded stage (an extra scaling, addition or reshape), or returns another array",
 }
 
 
@@ -84,6 +87,8 @@ class Comparison:
 
     def _hint(self, name: str) -> str:
         """What the seed says about a first divergence at ``name``, if the stages it reads agreed."""
+        if name == OUTPUT:  # what forward returned: not a stage of the formulas
+            return _AFTER_DIVERGENCE[OUTPUT]
         prefix, _, plain = name.rpartition(".")  # heads.1.attn_weights: head 1's attn_weights
         prefix += "." if prefix else ""
         # x is the same for both by construction; the weights (and out_proj's own Linear) are not stages
@@ -132,28 +137,102 @@ class Comparison:
 Implementation = Module | Trace | Callable[..., Any]
 
 
-def _stages_of(impl: Implementation, x: Any, weights: Mapping[str, Any] | None) -> dict[str, np.ndarray]:
-    """name -> array for a Module (traced), a Trace, or a function returning an array or a mapping."""
+OUTPUT = "output"
+"""The row of what each implementation returned, compared after the stages when it is not simply
+the last recorded stage on both sides (a forward that changes its result after its last stage)."""
+
+
+def _numeric(value: Any) -> np.ndarray | None:
+    """``value`` as a numeric ndarray, or None when it is not one (a tuple, None, objects)."""
+    try:
+        array = to_numpy(value)
+    except Exception:
+        return None
+    return array if array.dtype.kind in "biuf" else None
+
+
+def _stages_of(
+    impl: Implementation, x: Any, weights: Mapping[str, Any] | None
+) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """(name -> array, the returned output or None) for a Module (traced), a Trace, or a function
+    returning an array (its context_vec and its output) or a mapping (its ``output`` entry, if any)."""
     if isinstance(impl, Module):
         impl = trace(impl, x)
     if isinstance(impl, Trace):
         found: dict[str, np.ndarray] = {}
         for stage in impl.stages:
             found.setdefault(stage.qualname, stage.array)
-        if "context_vec" not in found and impl.output is not None:
-            found["context_vec"] = to_numpy(impl.output)
-        return found
+        output = _numeric(impl.output)
+        if "context_vec" not in found and output is not None:
+            found["context_vec"] = output
+        return found, output
     if not callable(impl):
         raise ConfigError(f"compare expects a Module, a Trace or a function, got {type(impl).__name__}")
     if weights is not None:
         W = weights_of(weights)
         refuse_biases(W)  # the function is handed the three matrices only
+        _require_arguments(impl, with_weights=True)
         result = impl(x, W["W_query"], W["W_key"], W["W_value"])
     else:
+        _require_arguments(impl, with_weights=False)
         result = impl(x)
     if isinstance(result, Mapping):
-        return {str(k): to_numpy(v) for k, v in result.items()}
-    return {"context_vec": to_numpy(result)}
+        found = {str(k): to_numpy(v) for k, v in result.items()}
+        return found, found.get(OUTPUT)
+    output = to_numpy(result)
+    return {"context_vec": output}, output
+
+
+def _accepts(func: Callable[..., Any], n_args: int) -> bool | None:
+    """Whether ``func`` can be called with ``n_args`` positional arguments (None: no signature to tell)."""
+    try:
+        inspect.signature(func).bind(*[None] * n_args)
+    except TypeError:
+        return False
+    except ValueError:
+        return None
+    return True
+
+
+def _require_arguments(func: Callable[..., Any], *, with_weights: bool) -> None:
+    """Refuse, before calling it, a function whose signature does not take what compare passes it:
+    ``f(x)`` without ``weights=``, ``f(x, W_query, W_key, W_value)`` with it. A TypeError the function
+    raises itself, once called, is its own error and is not caught here."""
+    n_args, other = (4, 1) if with_weights else (1, 4)
+    if _accepts(func, n_args) is not False:
+        return
+    name = getattr(func, "__name__", type(func).__name__)
+    signature = f"{name}{inspect.signature(func)}"
+    if with_weights:
+        expected = "compare(..., weights=...) calls a function as f(x, W_query, W_key, W_value)"
+        fix = ": drop weights= for a function of x alone" if _accepts(func, other) else ""
+    else:
+        expected = "compare(..., x) without weights= calls a function as f(x)"
+        fix = (
+            ": a function that takes the weights needs weights= (a module, a mapping or a state_dict)"
+            if _accepts(func, other)
+            else ""
+        )
+    raise ConfigError(f"{expected}, got {signature}{fix}")
+
+
+def _is_last_stage(found: Mapping[str, np.ndarray], output: np.ndarray) -> bool:
+    """Whether ``output`` is the last recorded stage, value for value (then its row would repeat it)."""
+    last = list(found.values())[-1] if found else None
+    return last is not None and last.shape == output.shape and bool(np.array_equal(last, output, equal_nan=True))
+
+
+def _with_output(
+    ref: tuple[dict[str, np.ndarray], np.ndarray | None], cand: tuple[dict[str, np.ndarray], np.ndarray | None]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Both sides' stages, with an ``output`` row unless each side's output is its own last stage."""
+    (ref_stages, ref_out), (cand_stages, cand_out) = ref, cand
+    repeats = all(out is None or _is_last_stage(stages, out) for stages, out in (ref, cand))
+    if not repeats:
+        for stages, out in ((ref_stages, ref_out), (cand_stages, cand_out)):
+            if out is not None:
+                stages.setdefault(OUTPUT, out)
+    return ref_stages, cand_stages
 
 
 def compare(
@@ -173,15 +252,17 @@ def compare(
     A stage diverges when, in some column j (its last axis), max|ref - cand| > atol + rtol *
     max|ref[..., j]| (max over the finite entries; atol unset: 0, so each column is judged relative
     to its own magnitude: a wrong column of small values diverges), or when the shapes differ.
+    What each returns is compared too, as a last ``output`` row, unless on both sides it is simply
+    the last recorded stage (a forward that changes its result after its last stage diverges there).
 
     Raises:
         ConfigError: atol or rtol negative or not finite, or so wide for a stage that a stage off
             by 0.1% would pass there; an implementation that is not a Module, Trace or function;
-            ``weights`` with nonzero biases.
+            ``weights`` with nonzero biases; a function whose signature does not take what it is
+            called with (``f(x, W_query, W_key, W_value)`` without ``weights=``: it needs them).
     """
     atol, rtol = check_tolerances(atol, rtol, "compare")
-    ref = _stages_of(reference, x, weights)
-    cand = _stages_of(candidate, x, weights)
+    ref, cand = _with_output(_stages_of(reference, x, weights), _stages_of(candidate, x, weights))
     diffs = []
     for name in [*ref, *(k for k in cand if k not in ref)]:
         a, b = ref.get(name), cand.get(name)
