@@ -100,6 +100,15 @@ def _check_extent(path: str, name: str, entry: Any, body: int) -> None:
         )
 
 
+def _refuse_repeated_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object of the header; a name given twice is refused (JSON would keep the last)."""
+    names = [name for name, _ in pairs]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise CheckpointError(f"the safetensors header names the tensor(s) {repeated} more than once")
+    return dict(pairs)
+
+
 def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     data = read_bytes(path)
     bad = f"{path!r} is truncated, corrupt or not a safetensors file"
@@ -108,7 +117,9 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         zipped = " (it starts like a zip file: an .npz saved under a .safetensors name?)" if data[:2] == b"PK" else ""
         raise CheckpointError(f"{bad}: its header declares {header_len} bytes in a file of {len(data)}{zipped}")
     try:
-        raw = json.loads(data[8 : 8 + header_len])
+        raw = json.loads(data[8 : 8 + header_len], object_pairs_hook=_refuse_repeated_names)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{path!r}: {exc}") from None
     except ValueError as exc:
         raise CheckpointError(f"{bad}: its header is not JSON ({exc})") from None
     for name, entry in raw.items() if isinstance(raw, dict) else ():

@@ -76,3 +76,15 @@ def test_a_torch_tensor_in_a_state_says_how_to_save_it(tmp_path):
     torch = pytest.importorskip("torch")
     with pytest.raises(npattn.CheckpointError, match=r"a torch tensor is saved as its array: tensor\.detach\(\)"):
         npattn.save({"w": torch.ones(2)}, tmp_path / "t.npz")
+
+
+def test_a_safetensors_header_naming_a_tensor_twice_says_so(tmp_path):
+    pytest.importorskip("safetensors")
+    import struct
+
+    entry = b'"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}'
+    header = b"{" + entry + b"," + entry + b"}"
+    path = tmp_path / "dup.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + np.ones(1).tobytes())
+    with pytest.raises(npattn.CheckpointError, match=r"names the tensor\(s\) \['w'\] more than once"):
+        npattn.load(path)
