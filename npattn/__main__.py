@@ -2,6 +2,6 @@
 
 import sys
 
-from npattn.cli.main import main
+from npattn.cli.main import entry
 
-sys.exit(main())
+sys.exit(entry())

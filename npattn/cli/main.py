@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NoReturn, TextIO
@@ -275,6 +276,16 @@ def _help_flushed() -> int:
         _Parser.refused.clear()
         return 2
     return 0
+
+
+def entry() -> int:
+    """The ``npattn`` script and ``python -m npattn``: ``main()``; after an interrupt, further Ctrl-C
+    presses are ignored while Python shuts down (a burst of them printed a traceback from the
+    interpreter's shutdown and ended the process by the signal instead of exit 130)."""
+    code = main()
+    if code == 130:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
