@@ -37,7 +37,7 @@ from npattn.errors import BackwardError, CheckpointError, ConfigError
 from npattn.nn.functional import token_cross_entropy_backward, token_cross_entropy_forward
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
-from npattn.train.generate import generate
+from npattn.train.generate import check_vocab_settings, generate
 from npattn.train.loop import check_callback, check_finite, check_optimizer_of
 from npattn.train.text import DataLoader, check_tokenizer
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
@@ -328,11 +328,18 @@ def _check_sampling(model: Any, tokenizer: Tokenizer, start_context: Any, sample
             f"train_lm: start_context {start_context!r} gives no token to continue; give at least one character "
             "of the text (or sample_tokens=0)"
         )
-    top_k, vocab = sampling.get("top_k"), getattr(tokenizer, "vocab_size", None)
-    if isinstance(top_k, int) and isinstance(vocab, int) and top_k > vocab:
-        raise ConfigError(f"train_lm: top_k={top_k} exceeds the tokenizer's vocabulary of {vocab}")
     if hasattr(model, "pos_emb"):  # generate's checks of temperature, top_k, eos_id and rng, without the model
         generate(model, encoded, 0, model.pos_emb.weight.shape[0], **sampling)
+    else:
+        generate(lambda ids: ids, encoded, 0, 1, **sampling)
+    # the vocabulary the samples draw from: the model's output head, else the tokenizer's
+    head = getattr(getattr(model, "out_head", None), "weight", None)
+    vocab = head.shape[0] if head is not None else getattr(tokenizer, "vocab_size", None)
+    if isinstance(vocab, int):
+        try:
+            check_vocab_settings(sampling.get("top_k"), sampling.get("eos_id"), vocab)
+        except ConfigError as exc:
+            raise ConfigError(f"train_lm: {exc}") from None
 
 
 def train_lm(
