@@ -37,6 +37,7 @@ from npattn.optim_checks import (
     check_grad,
     check_torch_switches,
     converted_buffers,
+    not_a_parameter,
     saved_group,
     saved_index,
     sgd_settings,
@@ -124,7 +125,7 @@ class Optimizer:
         seen: dict[int, int] = {}
         for i, p in enumerate(params):
             if type(p) is not Parameter and not isinstance(p, Parameter):
-                raise ConfigError(f"{name} can only optimize npattn.Parameter, got {type(p).__name__}")
+                raise not_a_parameter(name, p)
             if id(p) in seen:
                 raise ConfigError(
                     f"{where}the same Parameter is listed twice in one group (positions {seen[id(p)]} and {i}); "

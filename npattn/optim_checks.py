@@ -31,6 +31,7 @@ __all__ = [
     "check_grad",
     "check_torch_switches",
     "converted_buffers",
+    "not_a_parameter",
     "saved_group",
     "saved_index",
     "name_of",
@@ -320,3 +321,14 @@ def saved_index(key: Any, what: str) -> int:
         hint = f" (use {int(key)}; a JSON round trip turns int keys into strings)" if digits else ""
         raise StateDictError(f"{what} int indices (as state_dict() writes), got {got}{hint}")
     return int(key)
+
+
+def not_a_parameter(owner: str, p: Any) -> ConfigError:
+    """The error for a ``params`` entry that is not an npattn.Parameter; a (name, Parameter) pair
+    (``model.named_parameters()``, which torch 2.x takes) gets the way to pass it."""
+    if isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], Parameter):
+        return ConfigError(
+            f"{owner} takes Parameters, got a (name, Parameter) pair ({p[0]!r}): named parameters are not "
+            "supported; pass model.parameters(), or [p for _, p in model.named_parameters()]"
+        )
+    return ConfigError(f"{owner} can only optimize npattn.Parameter, got {type(p).__name__}")
