@@ -11,9 +11,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from npattn._checks import check_nonnegative_int
+from npattn._checks import check_nonnegative_int, check_seed
 from npattn.errors import CheckpointError, ConfigError, NpattnError, StateDictError, TrainingError
-from npattn.nn.module import Module
+from npattn.nn.module import Module, Parameter
 from npattn.optim import SGD, Adam, AdamW, Optimizer
 from npattn.train import atomic, checkpoint, digest
 from npattn.train.lm_run import LMSettings, run_lm
@@ -83,6 +83,15 @@ def _run_config(task: Any, optimizer: Any, lr: Any, steps: Any, seed: Any) -> di
     }
 
 
+def _check_given(given: dict[str, Any]) -> None:
+    """The settings given on resume, checked as a fresh run checks them (its messages), so a value
+    a fresh run refuses is refused rather than compared with the checkpoint's."""
+    settings = {**DEFAULTS, **given}
+    _run_config(settings["task"], settings["optimizer"], settings["lr"], 0, settings["seed"])
+    check_seed(settings["seed"])
+    OPTIMIZERS[settings["optimizer"]]([Parameter(np.zeros(1))], lr=settings["lr"])
+
+
 def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], int]:
     """A training checkpoint's entries, its run settings (checked like new ones, and against the
     settings ``given``) and its step count."""
@@ -105,6 +114,7 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
             f"{name!r} is not a checkpoint npattn train wrote: expected the entries {list(CHECKPOINT_KEYS)} "
             f"and run settings {list(RUN_KEYS)}"
         )
+    _check_given(given)
     check_resumed_settings(given, stored, lambda k: f"--{k}")
     try:
         run = _run_config(stored["task"], stored["optimizer"], stored["lr"], steps, stored["seed"])

@@ -238,14 +238,17 @@ def _read_checkpoint(path: Any) -> tuple[dict[str, Any], LMSettings, Tokenizer, 
 
 
 def _resume_settings(stored: LMSettings, given: dict[str, Any]) -> LMSettings:
+    """The stored settings with the resumable ones given; every given setting is first checked as a
+    fresh run checks it (its message), then the run's own ones are compared with the checkpoint."""
     stored_dict = dataclasses.asdict(stored)
+    if "steps" in given:
+        stored_dict["epochs"] = None
+    if "epochs" in given:
+        stored_dict["steps"] = None
+    LMSettings(**{**stored_dict, **given})
     fixed = {k: v for k, v in given.items() if k not in RESUMABLE}
     check_resumed_settings(fixed, stored_dict, lambda k: f"--{k.replace('_', '-')}")
     resumable = {k: v for k, v in given.items() if k in RESUMABLE}
-    if "steps" in resumable:
-        stored_dict["epochs"] = None
-    if "epochs" in resumable:
-        stored_dict["steps"] = None
     return LMSettings(**{**stored_dict, **resumable})
 
 
