@@ -37,6 +37,7 @@ from npattn._checks import check_positive_int
 from npattn.errors import ConfigError
 
 __all__ = [
+    "BPE_VOCAB_SIZE",
     "TOKENIZERS_SHOWN",
     "TOKENIZER_KINDS",
     "BPETokenizer",
@@ -427,6 +428,9 @@ def gpt2_tokenizer() -> GPT2Tokenizer:
 # Building, saving, loading
 
 
+BPE_VOCAB_SIZE = 1024  # train_tokenizer's BPE vocabulary when none is given
+
+
 def train_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Tokenizer:
     """A tokenizer of ``kind`` ("char", "bpe" or "gpt2") for ``text``. ``vocab_size`` is the BPE's
     (default 1024); the char vocabulary is the text's characters, gpt2's is fixed.
@@ -441,7 +445,7 @@ def train_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Toke
     if kind == "char":
         return CharTokenizer.train(text)
     if kind == "bpe":
-        return BPETokenizer.train(text, 1024 if vocab_size is None else vocab_size)
+        return BPETokenizer.train(text, BPE_VOCAB_SIZE if vocab_size is None else vocab_size)
     return gpt2_tokenizer()
 
 
