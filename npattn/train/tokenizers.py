@@ -227,6 +227,31 @@ def _learn_merges(piece_counts: Mapping[str, int], vocab_size: int) -> list[tupl
     return merges
 
 
+PROBE_SOURCE = (
+    f"npattn's fixed probe text {PATTERN_PROBE!r} (a pattern must cover any text encode() may meet, "
+    "not only the training text)"
+)
+
+
+def _cover(split: re.Pattern[str], pattern: str, text: str, source: str) -> list[str]:
+    """The pieces ``split`` cuts ``text`` into, together exactly ``text``; ConfigError naming ``source``
+    if its matches leave characters out (they would be dropped: the round trip must be exact)."""
+    pieces: list[str] = []
+    end = 0
+    for match in split.finditer(text):
+        if match.start() != end:
+            break
+        if match.end() > end:
+            pieces.append(match.group())
+            end = match.end()
+    if end != len(text):
+        raise ConfigError(
+            f"BPETokenizer: the split pattern {pattern!r} leaves {text[end : end + 10]!r} (at offset {end}) of "
+            f"{source} outside its matches; those characters would be dropped: the pattern must match the whole text"
+        )
+    return pieces
+
+
 class BPETokenizer:
     """Byte-level byte-pair encoding: tokens 0-255 are the bytes, token ``256 + r`` is the merge
     ``merges[r] = (a, b)``, i.e. the bytes of token a followed by those of token b.
@@ -245,7 +270,7 @@ class BPETokenizer:
             self._split = re.compile(pattern)
         except (re.error, TypeError) as exc:
             raise ConfigError(f"BPETokenizer: the split pattern does not compile: {exc}") from None
-        self._pieces(PATTERN_PROBE)  # a pattern that leaves characters out is refused now, not at encode
+        self._pieces(PATTERN_PROBE, PROBE_SOURCE)  # a pattern that leaves characters out is refused now, not at encode
         self.ranks: dict[tuple[int, int], int] = {}
         self.token_bytes = [bytes([b]) for b in range(256)]
         for r, (a, b) in enumerate(self.merges):
@@ -274,31 +299,21 @@ class BPETokenizer:
             raise ConfigError(f"vocab_size of a byte-level BPE must be at least 256 (the bytes), got {vocab_size}")
         if not text:
             raise ConfigError("cannot train a BPE tokenizer on an empty text")
+        try:  # judged on the training text first, then (by the constructor) on the fixed probe text
+            _cover(re.compile(pattern), pattern, text, "the training text")
+        except (re.error, TypeError):
+            pass  # the constructor says it does not compile
         tokenizer = cls([], pattern)
-        pieces = Counter(tokenizer._pieces(text))
+        pieces = Counter(tokenizer._pieces(text, "the training text"))
         return cls(_learn_merges(pieces, vocab_size), pattern)
 
     @property
     def vocab_size(self) -> int:
         return 256 + len(self.merges)
 
-    def _pieces(self, text: str) -> list[str]:
-        """The pieces the split pattern cuts ``text`` into, together exactly ``text``; ConfigError if its
-        matches leave characters out (they would be dropped: the round trip must be exact)."""
-        pieces: list[str] = []
-        end = 0
-        for match in self._split.finditer(text):
-            if match.start() != end:
-                break
-            if match.end() > end:
-                pieces.append(match.group())
-                end = match.end()
-        if end != len(text):
-            raise ConfigError(
-                f"BPETokenizer: the split pattern {self.pattern!r} leaves {text[end : end + 10]!r} (at offset {end}) "
-                "outside its matches; those characters would be dropped: the pattern must match the whole text"
-            )
-        return pieces
+    def _pieces(self, text: str, source: str = "the text") -> list[str]:
+        """The pieces the split pattern cuts ``text`` into (see ``_cover``)."""
+        return _cover(self._split, self.pattern, text, source)
 
     def _encode_piece(self, piece: str) -> list[int]:
         ids = self._cache.get(piece)
