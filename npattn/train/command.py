@@ -70,6 +70,11 @@ UNSET: Any = _Unset()
 
 def _run_config(task: Any, optimizer: Any, lr: Any, steps: Any, seed: Any) -> dict[str, Any]:
     """The run's settings, checked (the seed by the task, the learning rate by the optimizer, in ``train_task``)."""
+    if task == "lm":
+        raise ConfigError(
+            "train_task runs the attention tasks; a language model is trained by npattn.run_lm(settings) "
+            "or npattn train --task lm"
+        )
     if not isinstance(task, str) or task not in TASKS:
         raise ConfigError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
