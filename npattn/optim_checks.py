@@ -31,10 +31,10 @@ __all__ = [
     "check_grad",
     "check_torch_switches",
     "converted_buffers",
+    "name_of",
     "not_a_parameter",
     "saved_group",
     "saved_index",
-    "name_of",
     "sgd_settings",
     "step_count",
 ]

@@ -70,7 +70,7 @@ UNSET: Any = _Unset()
 
 def _run_config(task: Any, optimizer: Any, lr: Any, steps: Any, seed: Any) -> dict[str, Any]:
     """The run's settings, checked (the seed by the task, the learning rate by the optimizer, in ``train_task``)."""
-    if task == "lm":
+    if isinstance(task, str) and task == "lm":
         raise ConfigError(
             "train_task runs the attention tasks; a language model is trained by npattn.run_lm(settings) "
             "or npattn train --task lm"
