@@ -425,7 +425,7 @@ def run_lm(
     except OSError as exc:  # writing to ``out`` failed (a reader that went away): the same type, with the outcome
         if save is None:
             raise
-        said = f"writing the run's progress to out failed after step {progress.step} ({exc}). {progress.outcome()}"
+        said = f"writing the run's progress to out failed ({exc}). {progress.outcome()}"
         raise (type(exc)(exc.errno, said) if exc.errno is not None else type(exc)(said)) from None
     if plot is not None:
         plot_losses(history, plot, steps_per_epoch)
