@@ -58,3 +58,13 @@ def test_other_devices_refused():
     with pytest.raises(ConfigError, match=r"train_lm: npattn runs on the CPU only"):
         npattn.train_lm(model, train, val, AdamW(model.parameters()), "mps", num_epochs=1, eval_freq=1,
                         eval_iter=1, start_context="The", tokenizer=TOK, out=None)  # fmt: skip
+
+
+def test_torch_devices():
+    torch = pytest.importorskip("torch")
+    model, train, val = _setup()
+    x, y = next(iter(train))
+    assert calc_loss_batch(x, y, model, torch.device("cpu")).item() == calc_loss_batch(x, y, model).item()
+    assert calc_loss_loader(train, model, device=torch.device("cpu")) == calc_loss_loader(train, model)
+    with pytest.raises(ConfigError, match=r"npattn runs on the CPU only; .* got device\(type='meta'\)"):
+        calc_loss_batch(x, y, model, torch.device("meta"))
