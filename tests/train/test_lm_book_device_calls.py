@@ -62,7 +62,7 @@ def test_other_devices_refused():
 
 def test_torch_devices():
     torch = pytest.importorskip("torch")
-    model, train, val = _setup()
+    model, train, _ = _setup()
     x, y = next(iter(train))
     assert calc_loss_batch(x, y, model, torch.device("cpu")).item() == calc_loss_batch(x, y, model).item()
     assert calc_loss_loader(train, model, device=torch.device("cpu")) == calc_loss_loader(train, model)
