@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import math
-import numbers
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -38,6 +37,9 @@ from npattn.optim_checks import (
     check_grad,
     check_torch_switches,
     converted_buffers,
+    not_a_parameter,
+    saved_group,
+    saved_index,
     sgd_settings,
 )
 
@@ -123,7 +125,7 @@ class Optimizer:
         seen: dict[int, int] = {}
         for i, p in enumerate(params):
             if type(p) is not Parameter and not isinstance(p, Parameter):
-                raise ConfigError(f"{name} can only optimize npattn.Parameter, got {type(p).__name__}")
+                raise not_a_parameter(name, p)
             if id(p) in seen:
                 raise ConfigError(
                     f"{where}the same Parameter is listed twice in one group (positions {seen[id(p)]} and {i}); "
@@ -230,8 +232,10 @@ class Optimizer:
     def state_dict(self) -> dict[str, Any]:
         """PyTorch's layout: parameters are replaced by their index across all groups; arrays copied."""
         index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
+        flag = getattr(self, "decoupled_weight_decay", None)  # Adam and AdamW record it, as torch's do
+        flags = {} if flag is None else {"decoupled_weight_decay": flag}
         groups = [
-            {**{k: v for k, v in g.items() if k != "params"}, "params": [index[id(p)] for p in g["params"]]}
+            {**{k: v for k, v in g.items() if k != "params"}, **flags, "params": [index[id(p)] for p in g["params"]]}
             for g in self.param_groups
         ]
         state = {index[id(p)]: copy.deepcopy(s) for p, s in self.state.items()}
@@ -269,6 +273,7 @@ class Optimizer:
             where = f"parameter group {i}: "
             if not isinstance(saved, Mapping) or not isinstance(saved.get("params"), (list, tuple)):
                 raise StateDictError(f"{where}expected a dict with a 'params' list of indices, got {saved!r:.80}")
+            saved = saved_group(saved, getattr(self, "decoupled_weight_decay", None), type(self).__name__, where)
             check_complete(saved, self.defaults, where, "the state dict", StateDictError)
             try:
                 new_settings.append(self._check_group(saved, where))
@@ -280,16 +285,12 @@ class Optimizer:
                     f"this optimizer has {len(group['params'])}"
                 )
             for k, p in zip(saved["params"], group["params"]):
-                if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-                    shape = getattr(k, "shape", None)  # a Parameter or array: its shape, never its values
-                    got = f"{type(k).__name__} of shape {tuple(shape)}" if shape is not None else f"{k!r:.60}"
-                    raise StateDictError(f"{where}'params' must list int indices (as state_dict() writes), got {got}")
-                if int(k) in by_index:
+                if saved_index(k, f"{where}'params' must list") in by_index:
                     raise StateDictError(f"{where}parameter index {int(k)} is listed twice; indices must be distinct")
                 by_index[int(k)] = p
         new_state: dict[Parameter, dict[str, Any]] = {}
         for key, buffers in saved_state.items():
-            if isinstance(key, bool) or not isinstance(key, numbers.Integral) or int(key) not in by_index:
+            if saved_index(key, f"state for parameter index {key!r}: 'state' must be keyed by") not in by_index:
                 raise StateDictError(f"state for parameter index {key!r}, which no parameter group lists")
             param = by_index[int(key)]
             group_settings = next(

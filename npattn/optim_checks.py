@@ -32,6 +32,9 @@ __all__ = [
     "check_torch_switches",
     "converted_buffers",
     "name_of",
+    "not_a_parameter",
+    "saved_group",
+    "saved_index",
     "sgd_settings",
     "step_count",
 ]
@@ -279,3 +282,53 @@ def check_torch_switches(owner: str, **switches: Any) -> None:
         if not ((value is None and None in allowed) or off):
             shown = " or ".join(map(repr, allowed))
             raise ConfigError(f"{owner}: {name}={value!r} is not supported ({why}); leave it at {shown}")
+
+
+SCHEDULER_KEYS = ("initial_lr",)
+"""Keys torch's lr schedulers add to a group; npattn has no scheduler and reads only ``lr``."""
+
+
+def saved_group(saved: Mapping[str, Any], decoupled: bool | None, owner: str, where: str) -> dict[str, Any]:
+    """A state dict's group without torch's scheduler keys, its ``decoupled_weight_decay`` (written
+    by Adam and AdamW, as torch's do) checked against the optimizer loading it; a group without
+    the flag (torch before 2.x, npattn before it was recorded) loads into either.
+
+    Raises:
+        StateDictError: the flag contradicts the class (an AdamW state dict into Adam: its decay
+            would turn from decoupled into L2).
+    """
+    flag = saved.get("decoupled_weight_decay")
+    if decoupled is not None and flag is not None and isinstance(flag, (bool, np.bool_)) and bool(flag) != decoupled:
+        source, other = ("AdamW", "L2 decay (Adam)") if flag else ("Adam", "decoupled decay (AdamW)")
+        raise StateDictError(
+            f"{where}the state dict has decoupled_weight_decay={bool(flag)} (an {source} state dict); {owner} "
+            f"expects {decoupled}, and loading it would continue the run with {other}: load it into {source}"
+        )
+    return {k: v for k, v in saved.items() if k not in SCHEDULER_KEYS}
+
+
+def saved_index(key: Any, what: str) -> int:
+    """A parameter index of a state dict (an int, as ``state_dict()`` writes; a string, as a JSON
+    round trip gives, is refused with that hint). ``what`` starts the message (``'params' must list``).
+
+    Raises:
+        StateDictError: naming ``what`` and the value (a Parameter or array by its shape).
+    """
+    if isinstance(key, bool) or not isinstance(key, numbers.Integral):
+        shape = getattr(key, "shape", None)  # a Parameter or array: its shape, never its values
+        got = f"{type(key).__name__} of shape {tuple(shape)}" if shape is not None else f"{key!r:.60}"
+        digits = isinstance(key, str) and key.strip().lstrip("-").isdigit()
+        hint = f" (use {int(key)}; a JSON round trip turns int keys into strings)" if digits else ""
+        raise StateDictError(f"{what} int indices (as state_dict() writes), got {got}{hint}")
+    return int(key)
+
+
+def not_a_parameter(owner: str, p: Any) -> ConfigError:
+    """The error for a ``params`` entry that is not an npattn.Parameter; a (name, Parameter) pair
+    (``model.named_parameters()``, which torch 2.x takes) gets the way to pass it."""
+    if isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], Parameter):
+        return ConfigError(
+            f"{owner} takes Parameters, got a (name, Parameter) pair ({p[0]!r}): named parameters are not "
+            "supported; pass model.parameters(), or [p for _, p in model.named_parameters()]"
+        )
+    return ConfigError(f"{owner} can only optimize npattn.Parameter, got {type(p).__name__}")

@@ -11,9 +11,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from npattn._checks import check_nonnegative_int
+from npattn._checks import check_nonnegative_int, check_seed
 from npattn.errors import CheckpointError, ConfigError, NpattnError, StateDictError, TrainingError
-from npattn.nn.module import Module
+from npattn.nn.module import Module, Parameter
 from npattn.optim import SGD, Adam, AdamW, Optimizer
 from npattn.train import atomic, checkpoint, digest
 from npattn.train.lm_run import LMSettings, run_lm
@@ -70,6 +70,11 @@ UNSET: Any = _Unset()
 
 def _run_config(task: Any, optimizer: Any, lr: Any, steps: Any, seed: Any) -> dict[str, Any]:
     """The run's settings, checked (the seed by the task, the learning rate by the optimizer, in ``train_task``)."""
+    if isinstance(task, str) and task == "lm":
+        raise ConfigError(
+            "train_task runs the attention tasks; a language model is trained by npattn.run_lm(settings) "
+            "or npattn train --task lm"
+        )
     if not isinstance(task, str) or task not in TASKS:
         raise ConfigError(f"unknown task {task!r}; choose one of {sorted(TASKS)}")
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
@@ -81,6 +86,15 @@ def _run_config(task: Any, optimizer: Any, lr: Any, steps: Any, seed: Any) -> di
         "seed": seed,
         "steps": check_nonnegative_int(steps, "steps"),
     }
+
+
+def _check_given(given: dict[str, Any]) -> None:
+    """The settings given on resume, checked as a fresh run checks them (its messages), so a value
+    a fresh run refuses is refused rather than compared with the checkpoint's."""
+    settings = {**DEFAULTS, **given}
+    _run_config(settings["task"], settings["optimizer"], settings["lr"], 0, settings["seed"])
+    check_seed(settings["seed"])
+    OPTIMIZERS[settings["optimizer"]]([Parameter(np.zeros(1))], lr=settings["lr"])
 
 
 def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], int]:
@@ -105,6 +119,7 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
             f"{name!r} is not a checkpoint npattn train wrote: expected the entries {list(CHECKPOINT_KEYS)} "
             f"and run settings {list(RUN_KEYS)}"
         )
+    _check_given(given)
     check_resumed_settings(given, stored, lambda k: f"--{k}")
     try:
         run = _run_config(stored["task"], stored["optimizer"], stored["lr"], steps, stored["seed"])

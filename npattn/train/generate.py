@@ -19,7 +19,7 @@ from npattn.nn.functional import softmax
 from npattn.nn.gpt import check_context_size, check_next_logits, check_prompt
 from npattn.random import RNGLike, TorchGenerator, resolve_rng
 
-__all__ = ["as_token_ids", "generate", "sample_next"]
+__all__ = ["as_token_ids", "check_vocab_settings", "generate", "sample_next"]
 
 
 def as_token_ids(idx: Any, name: str = "idx") -> np.ndarray:
@@ -40,6 +40,18 @@ def as_token_ids(idx: Any, name: str = "idx") -> np.ndarray:
             "a single prompt is [ids] (text_to_token_ids gives that shape)"
         )
     return arr.astype(np.int64)
+
+
+def check_vocab_settings(top_k: int | None, eos_id: int | None, vocab: int) -> None:
+    """``top_k`` in [1, vocab] and ``eos_id`` in [0, vocab) (both already checked as integers).
+
+    Raises:
+        ConfigError: naming the setting, its value and the vocabulary.
+    """
+    if top_k is not None and top_k > vocab:
+        raise ConfigError(f"top_k must lie in [1, vocab={vocab}], got {top_k}")
+    if eos_id is not None and eos_id >= vocab:
+        raise ConfigError(f"eos_id must lie in [0, vocab={vocab}) or it can never be picked, got {eos_id}")
 
 
 def sample_next(
@@ -87,7 +99,8 @@ def generate(
     """The book's ``generate``: ``idx`` (batch, n) int token ids -> (batch, n + new) with at most
     ``max_new_tokens`` new tokens. ``model(ids)`` must return logits (batch, n, vocab); it runs in
     whatever mode it is in (call ``model.eval()`` first, as the book does). ``temperature=0.0``
-    is greedy; sampling draws from ``rng`` (an int seed means a TorchGenerator, like the modules).
+    is greedy; sampling draws from ``rng`` (an int seed means a TorchGenerator, like the modules; checked
+    even when greedy).
     ``eos_id``: stop before appending it once every row picks it (the book's single prompt: as
     soon as it is picked).
 
@@ -110,7 +123,7 @@ def generate(
         raise ConfigError(f"eos_id must be None or a token id (an integer >= 0), got {eos_id!r}")
     check_prompt(idx, max_new_tokens)
     check_context_size(model, context_size)
-    generator = resolve_rng(rng) if temperature > 0 else np.random.default_rng(0)
+    generator = resolve_rng(rng)  # checked even when greedy decoding never draws from it
     for _ in range(max_new_tokens):
         idx_cond = idx[:, -context_size:]
         logits = np.asarray(model(idx_cond))
@@ -119,12 +132,7 @@ def generate(
                 f"model(idx) must return logits of shape (batch, n_tokens, vocab) = {(*idx_cond.shape, 'vocab')}, "
                 f"got {logits.shape}"
             )
-        if top_k is not None and top_k > logits.shape[-1]:
-            raise ConfigError(f"top_k must lie in [1, vocab={logits.shape[-1]}], got {top_k}")
-        if eos_id is not None and eos_id >= logits.shape[-1]:
-            raise ConfigError(
-                f"eos_id must lie in [0, vocab={logits.shape[-1]}) or it can never be picked, got {eos_id}"
-            )
+        check_vocab_settings(top_k, eos_id, logits.shape[-1])
         idx_next = sample_next(logits[:, -1, :], temperature, top_k, generator)
         if eos_id is not None and np.all(idx_next == eos_id):
             break

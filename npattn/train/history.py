@@ -61,7 +61,7 @@ class History:
     @classmethod
     def from_state_dict(cls, state: Any) -> History:
         """The history ``state_dict`` gave, every entry checked: finite losses, whole increasing step
-        counts >= 1, finite distances >= 0 and real-number arrays keyed by parameter name.
+        counts in [1, number of losses], finite distances >= 0 and real-number arrays keyed by parameter name.
 
         Raises:
             CheckpointError: a missing or extra entry, or one of the wrong type or out of range
@@ -73,8 +73,14 @@ class History:
         log_steps = _numbers(state["log_steps"], "log_steps", int, 1)
         if any(a >= b for a, b in itertools.pairwise(log_steps)):
             raise CheckpointError(f"history.log_steps must be increasing step counts, got {log_steps[:8]}")
+        loss = _numbers(state["loss"], "loss", float, -math.inf)
+        if log_steps and log_steps[-1] > len(loss):
+            raise CheckpointError(
+                f"history.log_steps holds step {log_steps[-1]}, past the {len(loss)} losses recorded "
+                f"(one per step): log steps must lie in [1, {len(loss)}]"
+            )
         return cls(
-            loss=_numbers(state["loss"], "loss", float, -math.inf),
+            loss=loss,
             log_steps=log_steps,
             moved_from_start=_by_parameter(state, "moved_from_start", lambda v, at: _numbers(v, at, float, 0)),
             moved_since_log=_by_parameter(state, "moved_since_log", lambda v, at: _numbers(v, at, float, 0)),

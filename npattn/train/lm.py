@@ -37,7 +37,8 @@ from npattn.errors import BackwardError, CheckpointError, ConfigError
 from npattn.nn.functional import token_cross_entropy_backward, token_cross_entropy_forward
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
-from npattn.train.generate import generate
+from npattn.train.book_device import book_device
+from npattn.train.generate import check_vocab_settings, generate
 from npattn.train.loop import check_callback, check_finite, check_optimizer_of
 from npattn.train.text import DataLoader, check_tokenizer
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
@@ -86,6 +87,7 @@ class BatchLoss:
         return f"BatchLoss({self.value:.6g})"
 
 
+@book_device(3)
 def calc_loss_batch(input_batch: Any, target_batch: Any, model: Any) -> BatchLoss:
     """The book's loss: ``cross_entropy(logits.flatten(0, 1), target_batch.flatten())``, the mean
     over all (batch, n) tokens of -log softmax(logits)[target]. input and target (batch, n) ints."""
@@ -94,6 +96,7 @@ def calc_loss_batch(input_batch: Any, target_batch: Any, model: Any) -> BatchLos
     return BatchLoss(float(loss), model, cache)
 
 
+@book_device(2)
 def calc_loss_loader(data_loader: Iterable[Any], model: Any, num_batches: int | None = None) -> float:
     """The mean batch loss over the first ``num_batches`` batches (all of them if None); NaN for an
     empty loader, as in the book."""
@@ -109,6 +112,7 @@ def calc_loss_loader(data_loader: Iterable[Any], model: Any, num_batches: int | 
     return total_loss / num_batches
 
 
+@book_device(3)
 def evaluate_model(model: Any, train_loader: Any, val_loader: Any, eval_iter: int) -> tuple[float, float]:
     """Train and validation loss over ``eval_iter`` batches each, in eval mode (no dropout)."""
     model.eval()
@@ -118,6 +122,7 @@ def evaluate_model(model: Any, train_loader: Any, val_loader: Any, eval_iter: in
     return train_loss, val_loss
 
 
+@book_device(2, before="start_context")
 def generate_and_print_sample(
     model: Any,
     tokenizer: Tokenizer,
@@ -328,13 +333,21 @@ def _check_sampling(model: Any, tokenizer: Tokenizer, start_context: Any, sample
             f"train_lm: start_context {start_context!r} gives no token to continue; give at least one character "
             "of the text (or sample_tokens=0)"
         )
-    top_k, vocab = sampling.get("top_k"), getattr(tokenizer, "vocab_size", None)
-    if isinstance(top_k, int) and isinstance(vocab, int) and top_k > vocab:
-        raise ConfigError(f"train_lm: top_k={top_k} exceeds the tokenizer's vocabulary of {vocab}")
     if hasattr(model, "pos_emb"):  # generate's checks of temperature, top_k, eos_id and rng, without the model
         generate(model, encoded, 0, model.pos_emb.weight.shape[0], **sampling)
+    else:
+        generate(lambda ids: ids, encoded, 0, 1, **sampling)
+    # the vocabulary the samples draw from: the model's output head, else the tokenizer's
+    head = getattr(getattr(model, "out_head", None), "weight", None)
+    vocab = head.shape[0] if head is not None else getattr(tokenizer, "vocab_size", None)
+    if isinstance(vocab, int):
+        try:
+            check_vocab_settings(sampling.get("top_k"), sampling.get("eos_id"), vocab)
+        except ConfigError as exc:
+            raise ConfigError(f"train_lm: {exc}") from None
 
 
+@book_device(4)
 def train_lm(
     model: Any,
     train_loader: DataLoader,

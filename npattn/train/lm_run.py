@@ -43,7 +43,7 @@ from npattn.train.resume import check_resumed_settings
 from npattn.train.tasks import TASKS
 from npattn.train.text import DataLoader, create_dataloader_v1, default_corpus, read_text, split_train_val
 from npattn.train.tokenizer_files import tokenizer_from_dict
-from npattn.train.tokenizers import TOKENIZER_KINDS, Tokenizer, train_tokenizer
+from npattn.train.tokenizers import BPE_VOCAB_SIZE, TOKENIZER_KINDS, Tokenizer, train_tokenizer
 
 __all__ = ["RESUMABLE", "LMSettings", "plot_losses", "run_lm"]
 
@@ -237,15 +237,30 @@ def _read_checkpoint(path: Any) -> tuple[dict[str, Any], LMSettings, Tokenizer, 
     return saved, settings, tokenizer, history
 
 
+def _as_used(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings with the defaults a run resolves: stride = context_length, the BPE's vocabulary
+    ``BPE_VOCAB_SIZE`` (so a resume may name the value the run used)."""
+    used = dict(settings)
+    if used["stride"] is None:
+        used["stride"] = used["context_length"]
+    if used["vocab_size"] is None and used["tokenizer"] == "bpe":
+        used["vocab_size"] = BPE_VOCAB_SIZE
+    return used
+
+
 def _resume_settings(stored: LMSettings, given: dict[str, Any]) -> LMSettings:
+    """The stored settings with the resumable ones given; every given setting is first checked as a
+    fresh run checks it (its message), then the run's own ones are compared with the checkpoint."""
     stored_dict = dataclasses.asdict(stored)
-    fixed = {k: v for k, v in given.items() if k not in RESUMABLE}
-    check_resumed_settings(fixed, stored_dict, lambda k: f"--{k.replace('_', '-')}")
-    resumable = {k: v for k, v in given.items() if k in RESUMABLE}
-    if "steps" in resumable:
+    if "steps" in given:
         stored_dict["epochs"] = None
-    if "epochs" in resumable:
+    if "epochs" in given:
         stored_dict["steps"] = None
+    used = _as_used(dataclasses.asdict(LMSettings(**{**stored_dict, **given})))
+    fixed = {k: used[k] if v is None and k in ("stride", "vocab_size") else v for k, v in given.items()}
+    fixed = {k: v for k, v in fixed.items() if k not in RESUMABLE}
+    check_resumed_settings(fixed, _as_used(stored_dict), lambda k: f"--{k.replace('_', '-')}")
+    resumable = {k: v for k, v in given.items() if k in RESUMABLE}
     return LMSettings(**{**stored_dict, **resumable})
 
 
@@ -407,6 +422,11 @@ def run_lm(
         if save is None:
             raise
         raise type(exc)(f"{exc} {progress.outcome()}") from None
+    except OSError as exc:  # writing to ``out`` failed (a reader that went away): the same type, with the outcome
+        if save is None:
+            raise
+        said = f"writing the run's progress to out failed ({exc}). {progress.outcome()}"
+        raise (type(exc)(exc.errno, said) if exc.errno is not None else type(exc)(said)) from None
     if plot is not None:
         plot_losses(history, plot, steps_per_epoch)
     return model, tokenizer, history

@@ -145,7 +145,8 @@ class GPTDatasetV1:
     both (len(self), max_length) int64. ``token_ids`` may be given instead of ``txt`` (already encoded).
 
     Raises:
-        ConfigError: ``max_length`` or ``stride`` not a positive integer.
+        ConfigError: ``max_length`` or ``stride`` not a positive integer; both ``txt`` and
+            ``token_ids`` given. DTypeError: ``token_ids`` not integers (bools and floats included).
     """
 
     def __init__(
@@ -163,7 +164,18 @@ class GPTDatasetV1:
             if txt is None or tokenizer is None:
                 raise ConfigError("GPTDatasetV1 needs txt and a tokenizer (or token_ids=)")
             token_ids = check_tokenizer(tokenizer).encode(txt)
-        ids = np.asarray(token_ids, dtype=np.int64).reshape(-1)
+        elif txt is not None:
+            raise ConfigError(
+                "GPTDatasetV1 got both txt and token_ids: give one source (txt=None with token_ids=, "
+                "or txt with a tokenizer)"
+            )
+        ids = np.asarray(token_ids)
+        if ids.dtype.kind not in "iu" and not (ids.size == 0 and ids.dtype.kind == "f"):  # [] is float64
+            raise DTypeError(
+                f"GPTDatasetV1: token_ids must be integers, got dtype {ids.dtype} (bools and floats are refused, "
+                "not rounded)"
+            )
+        ids = ids.astype(np.int64).reshape(-1)
         self.token_ids = ids
         starts = np.arange(0, max(len(ids) - self.max_length, 0), self.stride, dtype=np.int64)
         offsets = starts[:, None] + np.arange(self.max_length, dtype=np.int64)

@@ -37,6 +37,7 @@ from npattn._checks import check_positive_int
 from npattn.errors import ConfigError
 
 __all__ = [
+    "BPE_VOCAB_SIZE",
     "TOKENIZERS_SHOWN",
     "TOKENIZER_KINDS",
     "BPETokenizer",
@@ -226,6 +227,31 @@ def _learn_merges(piece_counts: Mapping[str, int], vocab_size: int) -> list[tupl
     return merges
 
 
+PROBE_SOURCE = (
+    f"npattn's fixed probe text {PATTERN_PROBE!r} (a pattern must cover any text encode() may meet, "
+    "not only the training text)"
+)
+
+
+def _cover(split: re.Pattern[str], pattern: str, text: str, source: str) -> list[str]:
+    """The pieces ``split`` cuts ``text`` into, together exactly ``text``; ConfigError naming ``source``
+    if its matches leave characters out (they would be dropped: the round trip must be exact)."""
+    pieces: list[str] = []
+    end = 0
+    for match in split.finditer(text):
+        if match.start() != end:
+            break
+        if match.end() > end:
+            pieces.append(match.group())
+            end = match.end()
+    if end != len(text):
+        raise ConfigError(
+            f"BPETokenizer: the split pattern {pattern!r} leaves {text[end : end + 10]!r} (at offset {end}) of "
+            f"{source} outside its matches; those characters would be dropped: the pattern must match the whole text"
+        )
+    return pieces
+
+
 class BPETokenizer:
     """Byte-level byte-pair encoding: tokens 0-255 are the bytes, token ``256 + r`` is the merge
     ``merges[r] = (a, b)``, i.e. the bytes of token a followed by those of token b.
@@ -244,7 +270,7 @@ class BPETokenizer:
             self._split = re.compile(pattern)
         except (re.error, TypeError) as exc:
             raise ConfigError(f"BPETokenizer: the split pattern does not compile: {exc}") from None
-        self._pieces(PATTERN_PROBE)  # a pattern that leaves characters out is refused now, not at encode
+        self._pieces(PATTERN_PROBE, PROBE_SOURCE)  # a pattern that leaves characters out is refused now, not at encode
         self.ranks: dict[tuple[int, int], int] = {}
         self.token_bytes = [bytes([b]) for b in range(256)]
         for r, (a, b) in enumerate(self.merges):
@@ -273,31 +299,21 @@ class BPETokenizer:
             raise ConfigError(f"vocab_size of a byte-level BPE must be at least 256 (the bytes), got {vocab_size}")
         if not text:
             raise ConfigError("cannot train a BPE tokenizer on an empty text")
+        try:  # judged on the training text first, then (by the constructor) on the fixed probe text
+            _cover(re.compile(pattern), pattern, text, "the training text")
+        except (re.error, TypeError):
+            pass  # the constructor says it does not compile
         tokenizer = cls([], pattern)
-        pieces = Counter(tokenizer._pieces(text))
+        pieces = Counter(tokenizer._pieces(text, "the training text"))
         return cls(_learn_merges(pieces, vocab_size), pattern)
 
     @property
     def vocab_size(self) -> int:
         return 256 + len(self.merges)
 
-    def _pieces(self, text: str) -> list[str]:
-        """The pieces the split pattern cuts ``text`` into, together exactly ``text``; ConfigError if its
-        matches leave characters out (they would be dropped: the round trip must be exact)."""
-        pieces: list[str] = []
-        end = 0
-        for match in self._split.finditer(text):
-            if match.start() != end:
-                break
-            if match.end() > end:
-                pieces.append(match.group())
-                end = match.end()
-        if end != len(text):
-            raise ConfigError(
-                f"BPETokenizer: the split pattern {self.pattern!r} leaves {text[end : end + 10]!r} (at offset {end}) "
-                "outside its matches; those characters would be dropped: the pattern must match the whole text"
-            )
-        return pieces
+    def _pieces(self, text: str, source: str = "the text") -> list[str]:
+        """The pieces the split pattern cuts ``text`` into (see ``_cover``)."""
+        return _cover(self._split, self.pattern, text, source)
 
     def _encode_piece(self, piece: str) -> list[int]:
         ids = self._cache.get(piece)
@@ -427,6 +443,9 @@ def gpt2_tokenizer() -> GPT2Tokenizer:
 # Building, saving, loading
 
 
+BPE_VOCAB_SIZE = 1024  # train_tokenizer's BPE vocabulary when none is given
+
+
 def train_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Tokenizer:
     """A tokenizer of ``kind`` ("char", "bpe" or "gpt2") for ``text``. ``vocab_size`` is the BPE's
     (default 1024); the char vocabulary is the text's characters, gpt2's is fixed.
@@ -441,7 +460,7 @@ def train_tokenizer(kind: str, text: str, vocab_size: int | None = None) -> Toke
     if kind == "char":
         return CharTokenizer.train(text)
     if kind == "bpe":
-        return BPETokenizer.train(text, 1024 if vocab_size is None else vocab_size)
+        return BPETokenizer.train(text, BPE_VOCAB_SIZE if vocab_size is None else vocab_size)
     return gpt2_tokenizer()
 
 

@@ -21,7 +21,7 @@ CFG = {"vocab_size": TOK.vocab_size, "context_length": 8, "emb_dim": 8, "n_heads
     [
         ({"temperature": -1.0}, r"temperature must be >= 0"),
         ({"top_k": 0}, r"top_k must be a positive integer, got 0"),
-        ({"top_k": 10**6}, r"top_k=1000000 exceeds the tokenizer's vocabulary"),
+        ({"top_k": 10**6}, r"train_lm: top_k must lie in \[1, vocab="),
         ({"topk": 3}, r"unknown sampling keyword\(s\) \['topk'\]"),
         ({"start_context": ""}, r"start_context '' gives no token to continue"),
         ({"eval_before": "no"}, r"eval_before must be True or False, got 'no'"),

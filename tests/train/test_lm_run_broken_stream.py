@@ -1,0 +1,34 @@
+"""run_lm with a user stream that fails mid-run (a reader that went away) says what the checkpoint
+holds, as the other failures mid-run do; the error keeps its type (BrokenPipeError) and errno."""
+
+import errno
+import io
+
+import pytest
+
+from npattn.train.lm_run import run_lm
+
+LM = dict(tokenizer="char", context_length=8, emb_dim=8, n_heads=2, n_layers=1, batch_size=2, eval_iter=1,
+          eval_every=1, sample_tokens=2, prompt="the", dtype="float64", lr=0.001, drop_rate=0.0)
+
+
+class Broken(io.StringIO):
+    def __init__(self, after):
+        super().__init__()
+        self.left = after
+
+    def write(self, s):
+        self.left -= 1
+        if self.left < 0:
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+        return super().write(s)
+
+
+def test_broken_stream_names_the_intact_checkpoint(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 40)
+    path = tmp_path / "lm.npz"
+    with pytest.raises(BrokenPipeError, match=r"The last checkpoint of this run, .*lm.npz', holds step \d") as info:
+        run_lm(dict(LM, text=str(text), steps=8), save=str(path), save_every=1, out=Broken(16))
+    assert info.value.errno == errno.EPIPE and "writing the run's progress to out failed" in str(info.value)
+    run_lm({"steps": 8}, resume=str(path), out=None)  # the checkpoint it names continues
