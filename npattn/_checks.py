@@ -244,6 +244,13 @@ def shown(value: Any) -> str:
     return repr(value)
 
 
+def repeated_keys(pairs: list[tuple[str, Any]]) -> list[str]:
+    """The keys a JSON object's ``pairs`` (``json.loads(object_pairs_hook=...)``) give more than once,
+    sorted: ``json`` itself keeps the last of repeated keys without a word."""
+    keys = [key for key, _ in pairs]
+    return sorted({key for key in keys if keys.count(key) > 1})
+
+
 def check_finite(value: Any, name: str) -> float:
     """Return ``value`` as float if it is a finite real number (not bool), else raise ConfigError."""
     number = finite_float(value)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from npattn._checks import repeated_keys
 from npattn.errors import CheckpointError
 from npattn.train.atomic import read_bytes
 from npattn.train.checkpoint_index import FORMAT, VERSION, check_json
@@ -102,8 +103,7 @@ def _check_extent(path: str, name: str, entry: Any, body: int) -> None:
 
 def _refuse_repeated_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object of the header; a name given twice is refused (JSON would keep the last)."""
-    names = [name for name, _ in pairs]
-    repeated = sorted({name for name in names if names.count(name) > 1})
+    repeated = repeated_keys(pairs)
     if repeated:
         raise CheckpointError(f"the safetensors header names the tensor(s) {repeated} more than once")
     return dict(pairs)

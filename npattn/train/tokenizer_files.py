@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from npattn._checks import repeated_keys
 from npattn.errors import CheckpointError, ConfigError
 from npattn.train.atomic import atomic_write, check_source, read_bytes
 from npattn.train.tokenizers import (
@@ -38,8 +39,7 @@ _OPTIONAL = {"char": (), "bpe": (), "gpt2": ("encoding",)}  # written by to_dict
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object whose keys are unique (json keeps the last of repeated keys without a word)."""
-    keys = [key for key, _ in pairs]
-    repeated = sorted({key for key in keys if keys.count(key) > 1})
+    repeated = repeated_keys(pairs)
     if repeated:
         raise ValueError(f"the key(s) {repeated} appear more than once in one object")
     return dict(pairs)
