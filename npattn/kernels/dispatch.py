@@ -205,6 +205,11 @@ def attention(
     plain = plain and type(dropout_p) is float and dropout_p == 0.0  # nothing optional to check
     if not plain:
         mask, dropout_keep = _check_options(causal, mask, dropout_keep, dropout_p, record, block_q, block_k)
+        if (block_q is not None or block_k is not None) and impl in ("reference", "fused"):
+            raise ConfigError(
+                f"attention: block_q and block_k are the tiled path's block sizes, and impl={impl!r} has no "
+                "blocks; use impl='tiled' (or 'auto'), or leave them unset"
+            )
     chosen = choose_impl(impl, *arrays, dropout=dropout_keep is not None or mask is not None, record=record)
     if chosen != "reference" and _reference_only(*arrays):
         chosen = "reference"  # see FAST_SCORE_LIMIT

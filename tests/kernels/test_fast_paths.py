@@ -225,7 +225,8 @@ def test_planted_bug_rejected(rng, monkeypatch, bug):
     gradient check (a forward bug changes the function itself, so only the reference sees it)."""
     module, attr, broken, in_backward = PLANTED[bug]
     q, k, v = qkv(rng, (2,), 9, 9, 3, 3, spread=1.0)
-    kwargs = {"impl": "tiled" if module is tiled else "fused", "causal": True, "block_q": 4, "block_k": 3}
+    kwargs = {"impl": "fused", "causal": True} if module is not tiled else {
+        "impl": "tiled", "causal": True, "block_q": 4, "block_k": 3}  # fmt: skip
     args = (kernels.attention, kernels.attention_backward, [q, k, v])
     assert npattn.gradcheck_stage(*args, kwargs=kwargs)  # passes without the bug
     monkeypatch.setattr(module, attr, broken)
@@ -334,3 +335,10 @@ def test_module_impls_agree_and_tracing_uses_the_reference(impl):
     fast(x)
     assert "attn_weights" in stages  # the reference path ran, stage by stage
     assert fast._cache[1][0] == "reference"
+
+
+@pytest.mark.parametrize("impl", ["reference", "fused"])
+def test_block_sizes_on_a_path_without_blocks_are_refused(impl):
+    q = np.ones((1, 4, 2))
+    with pytest.raises(npattn.ConfigError, match=f"impl='{impl}' has no blocks"):
+        kernels.attention(q, q, q, impl=impl, block_q=2, block_k=2)
