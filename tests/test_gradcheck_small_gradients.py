@@ -173,3 +173,39 @@ def test_a_staircase_is_not_averaged_into_a_slope():
     x = np.random.default_rng(7).standard_normal((4, 3))
     with pytest.raises(npattn.GradcheckError):
         npattn.gradcheck_stage(lambda a: (np.round(a * 1e3) / 1e3, None), lambda d, c: (d,), [x])
+
+
+class Tanh(npattn.Module):
+    """y = tanh(x @ W), its backward scaled by ``factor`` (1: right)."""
+
+    def __init__(self, factor=1.0):
+        super().__init__()
+        self.W = npattn.Parameter(np.random.default_rng(0).standard_normal((4, 2)))
+        self.factor = factor
+
+    def forward(self, x):
+        self.x = np.array(x, np.float64)
+        self.y = np.tanh(self.x @ self.W.data)
+        return self.y
+
+    def backward(self, g):
+        gz = g * (1 - self.y**2)
+        self.W.grad += self.factor * (self.x.T @ gz)
+        return gz @ self.W.data.T
+
+
+@pytest.mark.parametrize("eps", [1e-2, 1.0])
+def test_an_eps_too_large_is_named_not_the_backward(eps):
+    with pytest.raises(npattn.ConfigError, match=rf"eps={eps:g} is too large for W: .* \(truncation error"):
+        npattn.gradcheck(Tanh(), X, eps=eps)
+    with pytest.raises(npattn.ConfigError, match=r"is too large for input0"):
+        z = np.random.default_rng(2).standard_normal((3, 4))
+        npattn.gradcheck_stage(F.gelu_forward, F.gelu_backward, [z], eps=eps)
+
+
+@pytest.mark.parametrize("factor", [1.03, 1.001])
+def test_a_slightly_wrong_gradient_of_a_tensor_with_tiny_gradients_fails(factor):
+    """W's gradients are ~1e-7 next to x's ~1: 1e-8 would let 3% pass; its own atol does not."""
+    with pytest.raises(npattn.GradcheckError, match="gradient of W is wrong"):
+        npattn.gradcheck(Tanh(factor), X * 1e-7)
+    assert npattn.gradcheck(Tanh(), X * 1e-7)

@@ -120,6 +120,32 @@ def _resolve(
     return None
 
 
+def _refuse_truncation(
+    name: str,
+    target: np.ndarray,
+    loss: Callable[[], float],
+    eps: float,
+    numerical: np.ndarray,
+    analytic: np.ndarray,
+    directions: np.ndarray | None,
+) -> None:
+    """A failing tensor whose error shrinks at eps / 2 (truncation error falls as eps**2, a wrong
+    backward's error does not) is failed by its differences, not its backward.
+
+    Raises:
+        ConfigError: eps too large, naming the tensor and both errors.
+    """
+    half = _numerical(target, loss, eps / 2, directions)
+    at_eps = float(np.max(np.abs(numerical - analytic)))
+    at_half = float(np.max(np.abs(half - analytic)))
+    if at_half < 0.5 * at_eps:
+        raise ConfigError(
+            f"gradcheck: eps={eps:g} is too large for {name}: its differences are off by {at_eps:.3g} at eps and by "
+            f"{at_half:.3g} at eps / 2 (truncation error, which falls as eps**2), so they, not the backward, are "
+            "wrong; use a smaller eps (the default is 1e-6)"
+        )
+
+
 def _compare(
     name: str,
     target: np.ndarray,
@@ -156,7 +182,13 @@ def _compare(
         if found is not None:
             numerical, atol, step = found
             scale = float(np.max(np.abs(numerical)))
+    elif noise is not None and numerical.size and atol + rtol * scale >= DETECTS * scale:
+        # a sign flip fails but 0.01% would pass: the atol of what the differences can tell (h against 2h)
+        at_2h = _numerical(target, loss, 2 * eps, directions)
+        atol = min(atol, max(noise, 10 * float(np.max(np.abs(numerical - at_2h)))))
     allowed = atol + rtol * scale
+    if numerical.size and step == eps and float(np.max(np.abs(numerical - analytic))) > allowed:
+        _refuse_truncation(name, target, loss, eps, numerical, analytic, directions)
     if numerical.size == 0:
         return TensorCheck(name, target.shape, 0.0, 0.0, allowed, (), 0.0, 0.0, fast_mode, scale)
     error = np.abs(numerical - analytic)
