@@ -181,6 +181,12 @@ def check_rows(
     if not isinstance(weights, Mapping):
         weights = weights_of(weights)
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
+    if isinstance(output, (Trace, Module)):
+        raise ConfigError(
+            f"check_rows: output is a {type(output).__name__}, not an array; pass the module's output (a "
+            "Trace's trace['context_vec'] or trace['merged_heads']), or check a module on x with "
+            "npattn.check_rows_of(module, x)"
+        )
     raw = as_array(to_numpy(output), "output")
     out = np.asarray(raw, dtype=np.float64)
     d_out = Wq.shape[1]

@@ -38,3 +38,12 @@ def test_a_wrong_small_column_diverges():
 
 def test_float32_rounding_of_every_column_passes():
     assert npattn.compare(reference, in_float32, X, weights=W)
+
+
+def test_check_rows_given_a_trace_points_to_its_arrays():
+    import pytest
+
+    mha = npattn.MultiHeadAttention(3, 4, 6, 0.0, num_heads=2, rng=0)
+    x = np.random.default_rng(0).random((1, 6, 3))
+    with pytest.raises(npattn.ConfigError, match=r"output is a Trace, not an array; .*check_rows_of"):
+        npattn.check_rows(x, mha, npattn.trace(mha, x), causal=True, num_heads=2)
