@@ -279,13 +279,23 @@ def _help_flushed() -> int:
 
 
 def entry() -> int:
-    """The ``npattn`` script and ``python -m npattn``: ``main()``; after an interrupt, further Ctrl-C
-    presses are ignored while Python shuts down (a burst of them printed a traceback from the
-    interpreter's shutdown and ended the process by the signal instead of exit 130)."""
+    """The ``npattn`` script and ``python -m npattn``: ``main()``, where the first Ctrl-C interrupts
+    and later presses are ignored, so the first one is reported whole (a second press inside the
+    report printed a traceback, or replaced "interrupted at step N; the last checkpoint ..." by a
+    bare "interrupted"; one during Python's shutdown ended the process by the signal, not exit 130)."""
+    try:
+        signal.signal(signal.SIGINT, _first_interrupt_only)
+    except (ValueError, OSError):  # not the main thread, or no signals here: Python's default stays
+        pass
     code = main()
-    if code == 130:
+    if code == 130:  # interrupted (also by a child's Ctrl-C): nothing more to report
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     return code
+
+
+def _first_interrupt_only(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the presses after this one wait for nothing
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
