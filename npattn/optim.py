@@ -195,7 +195,7 @@ class Optimizer:
             params = self._check_params(group.get("params"), where, others)
             others += params
             for j, p in enumerate(params):
-                if not p.requires_grad or p.grad is None:
+                if p.grad is None:  # a frozen parameter's, unless set by hand (then used, as in PyTorch)
                     continue
                 what = (type(self).__name__, j, i)  # formatted only for an error
                 grad = check_grad(p, what)
