@@ -26,3 +26,21 @@ def test_a_frozen_parameter_without_a_grad_is_skipped():
     assert p.grad is None
     AdamW([p], lr=0.1, weight_decay=0.5).step()
     np.testing.assert_array_equal(p.data, np.ones(3))
+
+
+def test_fit_stops_at_the_update_that_made_a_weight_non_finite():
+    from npattn.train.tasks import TeacherStudent
+
+    task = TeacherStudent(seed=123)
+    model = task.make_model()
+    opt = Adam(model.parameters(), lr=0.05, eps=0.0)
+
+    def batches(step):
+        x, target = task.batch(step)
+        x = x.copy()
+        x[..., 0] = 0  # a row of W_query's gradient is exactly 0: Adam's eps=0 divides 0 by 0
+        return x, target
+
+    message = "training stopped at step 0: its update made 4 entries of W_query non-finite"
+    with np.errstate(invalid="ignore"), pytest.raises(npattn.TrainingError, match=message):
+        npattn.fit(model, opt, task.criterion, batches, 3)

@@ -296,7 +296,7 @@ def train_task(
     except (TrainingError, CheckpointError) as exc:  # a failed step, or a save the OS refused mid-run
         if save is None:
             raise
-        raise type(exc)(f"{exc} {progress.outcome()}") from None
+        raise type(exc)(progress.after(exc)) from None
     return model, opt, history, the_task
 
 

@@ -39,7 +39,7 @@ from npattn.nn.module import Module
 from npattn.optim import Optimizer
 from npattn.train.book_device import book_device
 from npattn.train.generate import check_vocab_settings, generate
-from npattn.train.loop import check_callback, check_finite, check_optimizer_of
+from npattn.train.loop import check_callback, check_finite, check_optimizer_of, check_updated
 from npattn.train.text import DataLoader, check_tokenizer
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
 
@@ -433,6 +433,7 @@ def train_lm(
             loss.backward()
             check_finite(model, loss.item(), history.global_step + 1)
             optimizer.step()
+            check_updated(model, history.global_step + 1)
             history.tokens_seen += int(np.size(input_batch))
             history.global_step += 1
             history.batch += 1

@@ -421,7 +421,7 @@ def run_lm(
     except (TrainingError, CheckpointError) as exc:  # a failed step, or a save the OS refused mid-run
         if save is None:
             raise
-        raise type(exc)(f"{exc} {progress.outcome()}") from None
+        raise type(exc)(progress.after(exc)) from None
     except OSError as exc:  # writing to ``out`` failed (a reader that went away): the same type, with the outcome
         if save is None:
             raise

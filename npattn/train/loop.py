@@ -104,6 +104,11 @@ class Progress:
             return f"no checkpoint was written: {self.save!r} {self._holds()}"
         return f"the last checkpoint {self.save!r} {self._holds()}"
 
+    def after(self, exc: BaseException) -> str:
+        """``exc``'s message as a sentence, then ``outcome()``: what stops a run, then what it left."""
+        text = str(exc).rstrip()
+        return f"{text}{'' if text.endswith('.') else '.'} {self.outcome()}"
+
     def outcome(self) -> str:
         """What the run's checkpoints left in ``save``, a sentence ending a message that stops a run."""
         if self.saved is None:
@@ -257,6 +262,20 @@ def check_finite(model: Module, loss: float, step: int, hint: str = "try a small
         )
 
 
+def check_updated(model: Module, step: int) -> None:
+    """Raise TrainingError if the update of ``step`` (from finite gradients) made a weight
+    non-finite: an optimizer setting did it (Adam's eps=0 divides 0 by 0 where a gradient is 0)."""
+    for name, p in model.named_parameters():
+        bad = p.data.size - int(np.count_nonzero(np.isfinite(p.data)))
+        if bad:
+            entries = "1 entry" if bad == 1 else f"{bad} entries"
+            raise TrainingError(
+                f"training stopped at step {step}: its update made {entries} of {name} non-finite, from finite "
+                "gradients (an optimizer setting such as Adam's eps=0 divides 0 by 0 where a gradient is 0); the "
+                "weights hold those values now, and no checkpoint of them is written."
+            )
+
+
 def fit(
     model: Module,
     optimizer: Optimizer,
@@ -325,6 +344,7 @@ def fit(
         model.backward(criterion.backward())
         check_finite(model, loss, step)
         optimizer.step()
+        check_updated(model, step)
         optimizer.zero_grad()
         history.loss.append(float(loss))
         done = step + 1
