@@ -66,7 +66,7 @@ def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> i
         try:
             check_plot_target(plot)
         except ConfigError as err:
-            tell(f"npattn demo: {err}")
+            tell(f"npattn demo: error: {err}")
             return 2
     task = SelectiveCopy(seed=123)
     k = task.n_classes

@@ -191,8 +191,13 @@ class _Npz:
         members = [n[:-4] if n.endswith(".npy") else n for n in names]
         if META_KEY not in members:
             shown = ", ".join(members[:5]) + (", ..." if len(members) > 5 else "")
+            if any(n.endswith("data.pkl") for n in names):  # torch.save's zip: a pickle and its storages
+                raise CheckpointError(
+                    f"{path!r} is a PyTorch torch.save file (a zip holding a pickle), which npattn never loads; save "
+                    "the state dict as .safetensors (safetensors.torch.save_file) and load that"
+                )
             raise CheckpointError(
-                f"{path!r} is an .npz file but not an npattn checkpoint (no {META_KEY!r} entry; members: {shown})"
+                f"{path!r} is a zip (.npz) file but not an npattn checkpoint (no {META_KEY!r} entry; members: {shown})"
             )
         for info in infos:
             if not info.filename.endswith(".npy") or info.flag_bits & 0x1:

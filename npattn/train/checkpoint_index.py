@@ -96,6 +96,8 @@ def encode_tree(value: Any, keys: list[Any], arrays: dict[str, np.ndarray], acti
     hint = ""
     if type(value).__module__.split(".")[0] == "torch" and hasattr(value, "numpy"):
         hint = "; a torch tensor is saved as its array: tensor.detach().cpu().numpy()"
+        if "bfloat16" in str(getattr(value, "dtype", "")):
+            hint += " after tensor.float() (NumPy has no bfloat16)"
     raise CheckpointError(
         f"cannot save {where(keys)} of type {type(value).__name__}: checkpoints hold arrays, numbers, "
         f"strings, None, and dicts/lists/tuples of them (never pickled objects){hint}"

@@ -88,3 +88,12 @@ def test_a_safetensors_header_naming_a_tensor_twice_says_so(tmp_path):
     path.write_bytes(struct.pack("<Q", len(header)) + header + np.ones(1).tobytes())
     with pytest.raises(npattn.CheckpointError, match=r"names the tensor\(s\) \['w'\] more than once"):
         npattn.load(path)
+
+
+def test_a_torch_save_file_is_named_as_such(tmp_path):
+    torch = pytest.importorskip("torch")
+    torch.save({"W_query": torch.randn(3, 2)}, tmp_path / "model.pt")
+    with pytest.raises(npattn.CheckpointError, match=r"is a PyTorch torch\.save file \(a zip holding a pickle\)"):
+        npattn.load(tmp_path / "model.pt")
+    with pytest.raises(npattn.CheckpointError, match=r"after tensor\.float\(\) \(NumPy has no bfloat16\)"):
+        npattn.save({"x": torch.ones(2, dtype=torch.bfloat16)}, tmp_path / "bf.npz")
