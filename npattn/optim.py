@@ -458,9 +458,9 @@ class Adam(Optimizer):
             v_max = state.get("max_exp_avg_sq")
             v = buffers["max_exp_avg_sq"] = v.copy() if v_max is None else np.maximum(v_max, v)
         # The same arithmetic in PyTorch's order: lr / (1 - beta1^t) and sqrt(v) / sqrt(1 - beta2^t) + eps.
-        step_size = lr / (1 - beta1**t)
+        step_size = lr / (1 - beta1 ** min(t, 2**1023))  # a larger int has no float (beta**t is 0 long before)
         denom = np.sqrt(v, out=tmp)
-        denom /= math.sqrt(1 - beta2**t)
+        denom /= math.sqrt(1 - beta2 ** min(t, 2**1023))
         denom += eps
         np.divide(m, denom, out=denom)
         denom *= step_size

@@ -232,8 +232,10 @@ def converted_buffers(buffers: Any, dtype: np.dtype, what: str) -> dict[str, Any
         raise StateDictError(f"{what} must be a dict of buffers, got {type(buffers).__name__}")
     converted = {}
     for name, value in buffers.items():
-        if name == "step" or value is None:
-            converted[name] = step_count(value) if name == "step" else value
+        if name == "step":
+            converted[name] = step_count(value)
+            continue
+        if value is None:  # no buffer yet (torch 1.x's SGD saves momentum_buffer=None): as if absent, as torch reads it
             continue
         value = from_tensor(value)
         got = value.dtype if isinstance(value, (np.ndarray, np.generic)) else None  # lists take the dtype

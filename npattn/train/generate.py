@@ -68,9 +68,12 @@ def sample_next(
         # the book: top_logits, _ = torch.topk(logits, top_k); min_val = top_logits[:, -1]
         min_val = -np.partition(-logits, top_k - 1, axis=-1)[:, top_k - 1 : top_k]
         logits = np.where(logits < min_val, -np.inf, logits)
-    if temperature == 0.0:
+    with np.errstate(over="ignore"):
+        scaled = logits / temperature if temperature != 0.0 else logits
+    if temperature == 0.0 or not np.all(np.isfinite(scaled) | np.isneginf(logits)):
+        # greedy, or a temperature so small (1e-310) that logits / temperature overflows: its limit, greedy
         return np.argmax(logits, axis=-1).astype(np.int64)
-    probs = softmax(logits / temperature, axis=-1)
+    probs = softmax(scaled, axis=-1)
     # torch.multinomial(probs, 1) by inversion: the first index whose running sum passes u;
     # searchsorted(side="right") never lands on a token of probability 0
     cumulative = np.cumsum(probs, axis=-1)
