@@ -44,3 +44,13 @@ def test_fit_stops_at_the_update_that_made_a_weight_non_finite():
     message = "training stopped at step 0: its update made 4 entries of W_query non-finite"
     with np.errstate(invalid="ignore"), pytest.raises(npattn.TrainingError, match=message):
         npattn.fit(model, opt, task.criterion, batches, 3)
+
+
+def test_a_nan_batch_is_named_as_the_cause_not_the_learning_rate():
+    from npattn.train.tasks import TeacherStudent
+
+    task = TeacherStudent(seed=123)
+    model = task.make_model()
+    x, target = task.batch(0)
+    with pytest.raises(npattn.TrainingError, match="the batch's x holds NaN or inf"):
+        npattn.fit(model, Adam(model.parameters()), task.criterion, lambda s: (np.full(x.shape, np.nan), target), 2)

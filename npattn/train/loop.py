@@ -262,6 +262,15 @@ def check_finite(model: Module, loss: float, step: int, hint: str = "try a small
         )
 
 
+def _hint(x: Any, target: Any) -> str:
+    """What to try after a non-finite loss: the batch, when it holds NaN or inf, else the step size."""
+    for name, arr in (("x", x), ("target", target)):
+        values = np.asarray(arr) if isinstance(arr, (np.ndarray, list, tuple)) else None
+        if values is not None and values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+            return f"the batch's {name} holds NaN or inf: clean or mask the data"
+    return "try a smaller learning rate"
+
+
 def check_updated(model: Module, step: int) -> None:
     """Raise TrainingError if the update of ``step`` (from finite gradients) made a weight
     non-finite: an optimizer setting did it (Adam's eps=0 divides 0 by 0 where a gradient is 0)."""
@@ -342,7 +351,7 @@ def fit(
         output = model(x)
         loss = criterion(output, target)
         model.backward(criterion.backward())
-        check_finite(model, loss, step)
+        check_finite(model, loss, step, _hint(x, target))
         optimizer.step()
         check_updated(model, step)
         optimizer.zero_grad()
