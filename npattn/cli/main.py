@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -69,14 +70,19 @@ class _Parser(argparse.ArgumentParser):
             _Parser.refused.append(exc.strerror or str(exc))
 
 
+def _int(text: str) -> int:
+    """An argparse type: an integer in plain ASCII digits, with an optional '-' (Python's int() also
+    takes '5_0' as 50, ' 5', '+5' and other scripts' digits, none of which a command line means)."""
+    if not re.fullmatch(r"-?[0-9]+", text):
+        raise argparse.ArgumentTypeError(f"expected an integer (digits 0-9), got {text!r}")
+    return int(text)
+
+
 def _integer(low: int, high: int | None = None, what: str = "") -> Callable[[str], int]:
     """An argparse type: an integer in [low, high]; ``what`` says why there is a ceiling."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        value = _int(text)
         if value < low:
             kind = "a positive integer" if low == 1 else f"an integer >= {low}"
             raise argparse.ArgumentTypeError(f"must be {kind}, got {value}")
@@ -115,24 +121,24 @@ def _add_lm_options(group: argparse._ArgumentGroup) -> None:
     add = group.add_argument
     add("--text", metavar="FILE", help="UTF-8 text to train on (default: the standard library's pydoc_data.topics)")
     add("--tokenizer", choices=["char", "bpe", "gpt2"], help="default: bpe (trained on the text); gpt2 needs tiktoken")
-    add("--vocab-size", type=int, help="vocabulary of the bpe tokenizer (default: 1024)")
-    add("--context-length", type=int, help="tokens per window, the GPT's context_length (default: 128)")
-    add("--emb-dim", type=int, help="embedding size (default: 128)")
-    add("--n-heads", type=int, help="attention heads (default: 4)")
-    add("--n-layers", type=int, help="transformer blocks (default: 4)")
+    add("--vocab-size", type=_int, help="vocabulary of the bpe tokenizer (default: 1024)")
+    add("--context-length", type=_int, help="tokens per window, the GPT's context_length (default: 128)")
+    add("--emb-dim", type=_int, help="embedding size (default: 128)")
+    add("--n-heads", type=_int, help="attention heads (default: 4)")
+    add("--n-layers", type=_int, help="transformer blocks (default: 4)")
     add("--drop-rate", type=float, help="dropout rate (default: 0.1, the book's)")
     add("--qkv-bias", action="store_const", const=True, help="bias in the query/key/value projections")
     add("--dtype", choices=["float32", "float64"], help="default: float32")
-    add("--batch-size", type=int, help="windows per batch (default: 8)")
-    add("--stride", type=int, help="tokens between window starts (default: the context length)")
+    add("--batch-size", type=_int, help="windows per batch (default: 8)")
+    add("--stride", type=_int, help="tokens between window starts (default: the context length)")
     add("--weight-decay", type=float, help="AdamW's weight decay (default: 0.1, the book's)")
-    add("--epochs", type=int, help="passes over the training text (instead of --steps)")
-    add("--eval-every", type=int, help="evaluate train and validation loss every N steps (default: 50)")
-    add("--eval-iter", type=int, help="batches per evaluation (default: 5)")
+    add("--epochs", type=_int, help="passes over the training text (instead of --steps)")
+    add("--eval-every", type=_int, help="evaluate train and validation loss every N steps (default: 50)")
+    add("--eval-iter", type=_int, help="batches per evaluation (default: 5)")
     add("--prompt", help="start of the sample generated after each epoch (default: 'The')")
-    add("--sample-tokens", type=int, help="tokens generated per sample (default: 50)")
+    add("--sample-tokens", type=_int, help="tokens generated per sample (default: 50)")
     add("--temperature", type=float, help="sampling temperature of the samples (default: 0, greedy)")
-    add("--top-k", type=int, help="sample among the k most likely tokens only")
+    add("--top-k", type=_int, help="sample among the k most likely tokens only")
     add("--plot", metavar="FILE.png", help="draw the loss curves (needs matplotlib)")
 
 
