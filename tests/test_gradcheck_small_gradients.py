@@ -209,3 +209,10 @@ def test_a_slightly_wrong_gradient_of_a_tensor_with_tiny_gradients_fails(factor)
     with pytest.raises(npattn.GradcheckError, match="gradient of W is wrong"):
         npattn.gradcheck(Tanh(factor), X * 1e-7)
     assert npattn.gradcheck(Tanh(), X * 1e-7)
+
+
+def test_a_module_in_another_dtype_is_told_what_the_float64_copy_leaves_unchecked():
+    report = npattn.gradcheck(npattn.SelfAttention_v1(3, 2, rng=1), npattn.book_inputs())
+    assert "note: checked on a float64 copy of this float32 module" in str(report)
+    report = npattn.gradcheck(npattn.SelfAttention_v1(3, 2, rng=1, dtype=np.float64), npattn.book_inputs())
+    assert "float64 copy" not in str(report)

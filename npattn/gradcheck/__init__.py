@@ -302,6 +302,12 @@ def gradcheck(
     _check_accumulates(model, x64, G, first)
     report = _new_report(out, G, eps, atol, rtol)
     atol, noise = report.atol, report.noise
+    dtypes = sorted({str(p.dtype) for p in module.parameters()} - {"float64"})
+    if dtypes:
+        report.copied = (
+            f"note: checked on a float64 copy of this {'/'.join(dtypes)} module: a code path that runs only in "
+            f"{dtypes[0]} (not in float64) is not checked"
+        )
     for name, param in model.named_parameters():
         if name not in first:  # frozen: no gradient to check
             continue

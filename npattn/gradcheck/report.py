@@ -58,6 +58,7 @@ class GradcheckReport:
     note: str = ""  # why a correct backward may fail (a forward in float32), printed with the verdict
     user_atol: bool = True  # atol given by the caller: every tensor must be able to fail under it
     noise: float | None = None  # the differences' rounding noise at eps, with the default atol
+    copied: str = ""  # gradcheck: what the float64 copy leaves unchecked (a module in another dtype)
 
     @property
     def passed(self) -> bool:
@@ -88,6 +89,8 @@ class GradcheckReport:
             )
         rows.append(f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {'PASSED' if self.passed else 'FAILED'}")
         rows += self.small_gradients()
+        if self.copied:
+            rows.append(self.copied)
         if self.note and not self.passed:
             rows.append(self.note)
         return "\n".join(rows)
