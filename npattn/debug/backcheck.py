@@ -34,7 +34,7 @@ from npattn.debug.backward import (
     backward_variant,
     diagnose_backward,
 )
-from npattn.debug.tolerance import check_tolerances, largest, matches
+from npattn.debug.tolerance import FLOAT32_RTOL, check_tolerances, largest, matches
 from npattn.debug.weights import gradient_array
 from npattn.errors import ConfigError
 from npattn.gradcheck import DETECTS, TensorCheck, _compare, difference_noise, max_relative_error
@@ -44,7 +44,7 @@ __all__ = ["BackwardCheck", "GradientRow", "check_backward", "describe_exception
 # How close to npattn's gradient a backward must be when the forward computes in float32 (machine
 # epsilon 1.2e-7, a few operations deep), relative to each gradient's magnitude; every catalogued
 # mistake is off by far more.
-FLOAT32_TOLERANCE = (0.0, 1e-4)
+FLOAT32_TOLERANCE = (0.0, FLOAT32_RTOL)
 
 Forward = Callable[[np.ndarray, Mapping[str, np.ndarray]], Any]
 Backward = Callable[[np.ndarray, Mapping[str, np.ndarray], np.ndarray], Mapping[str, Any]]

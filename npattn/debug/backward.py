@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn.debug.tolerance import check_tolerances
+from npattn.debug.tolerance import DEFAULT_RTOL, FLOAT32_RTOL, check_tolerances, low_precision
 from npattn.debug.weights import check_weights, gradient_array
 from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
@@ -405,12 +405,14 @@ def diagnose_backward(
     keep: np.ndarray | None = None,
     p: float = 0.0,
     atol: float | None = None,
-    rtol: float = 1e-6,
+    rtol: float = DEFAULT_RTOL,
 ) -> BackwardDiagnosis:
     """Name the catalogued mistake(s) that reproduce ``grads`` ({"x", "W_query", "W_key", "W_value"}).
 
     "Reproduce" means |grad - candidate| <= atol + rtol * max|candidate| in every tensor (atol
-    unset: 0, so each tensor is judged relative to its own magnitude). A
+    unset: 0, so each tensor is judged relative to its own magnitude; with the default tolerances,
+    gradients in float32 or float16 are judged with rtol = ``FLOAT32_RTOL``, the precision they
+    carry, as ``npattn check`` judges them). A
     tensor missing (None), of the wrong shape or not a real array (complex, strings, ...) is
     reported in ``problems``; NaN or inf in ``non_finite``; then no mistake is named.
 
@@ -462,6 +464,8 @@ def diagnose_backward(
         if not np.all(np.isfinite(arr)):
             non_finite.append(f"d{name}")
         user[name] = arr
+    if atol is None and rtol == DEFAULT_RTOL and any(low_precision(grads.get(n)) for n in GRAD_NAMES):
+        rtol = FLOAT32_RTOL  # gradients computed in float32 (or float16): judged to the precision they carry
     wrong = [n for n in GRAD_NAMES if n in user and not _close(user[n], reference[n], atol, rtol)]
     first_wrong = wrong[0] if wrong else None
     correct = not wrong and not problems

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import check_finite
+from npattn._checks import check_finite, from_tensor
 from npattn.errors import ConfigError
 
 __all__ = ["FLOAT32_BOUND", "FORWARD_DETECTS", "FORWARD_RTOL", "allowed_error", "check_tolerances", "column_allowed"]
@@ -96,6 +96,20 @@ def column_allowed(
     if np.ndim(reference) == 0 or (np.ndim(rounding) and np.shape(rounding)[0] != np.shape(reference)[-1]):
         return max((atol or 0.0) + rtol * largest(reference), float(np.max(rounding, initial=0.0)))
     return np.maximum((atol or 0.0) + rtol * column_largest(reference), rounding)
+
+
+DEFAULT_RTOL = 1e-6
+"""The backward checks' default relative tolerance (float64 gradients)."""
+
+FLOAT32_RTOL = 1e-4
+"""How close a gradient computed in float32 must be (epsilon 1.2e-7, a few operations deep),
+relative to each gradient's magnitude; every catalogued mistake is off by far more."""
+
+
+def low_precision(value: Any) -> bool:
+    """True for an array (or torch tensor) of float32 or float16."""
+    arr = from_tensor(value) if value is not None else None
+    return isinstance(arr, np.ndarray) and arr.dtype.kind == "f" and arr.dtype.itemsize < 8
 
 
 def check_tolerances(atol: Any, rtol: Any, who: str, detects: float = FORWARD_DETECTS) -> tuple[float | None, float]:

@@ -47,3 +47,15 @@ def test_check_rows_given_a_trace_points_to_its_arrays():
     x = np.random.default_rng(0).random((1, 6, 3))
     with pytest.raises(npattn.ConfigError, match=r"output is a Trace, not an array; .*check_rows_of"):
         npattn.check_rows(x, mha, npattn.trace(mha, x), causal=True, num_heads=2)
+
+
+def test_diagnose_backward_judges_float32_gradients_to_float32_precision():
+    for seed in range(40):
+        G = np.random.RandomState(seed).randn(6, 2).astype(np.float32)
+        model = npattn.SelfAttention_v1(3, 2, rng=1)
+        model(X)
+        dx = model.backward(G)
+        grads = {"x": dx, "W_query": model.W_query.grad, "W_key": model.W_key.grad, "W_value": model.W_value.grad}
+        assert npattn.debug.diagnose_backward(X, npattn.weights_of(model), G, grads).correct, seed
+    grads["W_query"] = grads["W_query"] * np.float32(1.01)  # 1% off still fails at float32 precision
+    assert not npattn.debug.diagnose_backward(X, npattn.weights_of(model), G, grads).correct
