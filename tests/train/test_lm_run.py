@@ -146,7 +146,7 @@ def test_cli_trains_saves_resumes_and_plots(capsys, tmp_path, text_file) -> None
     ("args", "message"),
     [
         (_cli("--emb-dim", "0"), "emb_dim (--emb-dim) must be a positive integer, got 0"),
-        (_cli("--emb-dim", "x"), "argument --emb-dim: invalid int value: 'x'"),
+        (_cli("--emb-dim", "x"), "argument --emb-dim: expected an integer (digits 0-9), got 'x'"),
         (_cli("--tokenizer", "words"), "argument --tokenizer: invalid choice: 'words'"),
         (_cli("--text", "/no/such/file.txt"), "text file '/no/such/file.txt' does not exist"),
         (_cli("--optimizer", "sgd"), "--task lm trains with AdamW (the book's), got --optimizer sgd"),
