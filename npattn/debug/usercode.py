@@ -43,6 +43,7 @@ from npattn.debug.backward import attention_reference
 from npattn.debug.checkreport import CheckReport, second_input_problem
 from npattn.debug.diagnose import Diagnosis, Symptom, diagnose
 from npattn.debug.formulas import WEIGHT_NAMES
+from npattn.debug.kept_inputs import call_keeping_inputs
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.rows import RowCheck, check_rows
 from npattn.debug.tolerance import matches
@@ -191,11 +192,10 @@ class UserAttention:
         return seeded(forward), seeded(backward)
 
     def prepare(self, weights: Mapping[str, np.ndarray]) -> Callable[[np.ndarray], Any]:
-        """Build the attention (a class), load the (d_in, d_out) ``weights``; returns x -> what the
-        user's code returns (``returned_array`` reads it, outside the user's code)."""
+        """Build the attention (a class), load the (d_in, d_out) ``weights``; returns x -> what it returns."""
         W = {n: np.asarray(weights[n]) for n in WEIGHT_NAMES}
         if self.kind == "function":
-            return lambda x: self.target(x, *(W[n].copy() for n in WEIGHT_NAMES))
+            return lambda x: call_keeping_inputs(self.name, self.target, x, {n: W[n] for n in WEIGHT_NAMES})
         if self.kind == "pair":
             forward = seeded(pair_callables(self.target, self.backward_target, self.name)[0])
             return lambda x: forward(x, {n: w.copy() for n, w in W.items()})
