@@ -365,7 +365,7 @@ def stage_arrays(fn: _F) -> _F:
     stage = fn.__name__
 
     def convert(value: Any, name: str, optional: bool) -> Any:
-        if optional and value is None:
+        if (type(value) is np.ndarray and value.dtype.kind not in "iu") or (optional and value is None):
             return value
         if isinstance(value, np.ndarray):
             refuse_masked(value, f"{stage}: {name}")
