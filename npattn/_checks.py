@@ -244,6 +244,18 @@ def shown(value: Any) -> str:
     return repr(value)
 
 
+def accepts_positional(func: Any, n_args: int) -> bool | None:
+    """Whether ``func`` (or a class's constructor) can be called with ``n_args`` positional
+    arguments; None when it has no signature to tell (a builtin: the call decides)."""
+    try:
+        inspect.signature(func).bind(*[None] * n_args)
+    except TypeError:
+        return False
+    except ValueError:
+        return None
+    return True
+
+
 def repeated_keys(pairs: list[tuple[str, Any]]) -> list[str]:
     """The keys a JSON object's ``pairs`` (``json.loads(object_pairs_hook=...)``) give more than once,
     sorted: ``json`` itself keeps the last of repeated keys without a word."""

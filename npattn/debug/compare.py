@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from npattn import _html
+from npattn._checks import accepts_positional
 from npattn.debug.formulas import format_shape, format_table, formula_of
 from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, column_allowed
 from npattn.debug.trace import Trace, trace
@@ -183,34 +184,23 @@ def _stages_of(
     return {"context_vec": output}, output
 
 
-def _accepts(func: Callable[..., Any], n_args: int) -> bool | None:
-    """Whether ``func`` can be called with ``n_args`` positional arguments (None: no signature to tell)."""
-    try:
-        inspect.signature(func).bind(*[None] * n_args)
-    except TypeError:
-        return False
-    except ValueError:
-        return None
-    return True
-
-
 def _require_arguments(func: Callable[..., Any], *, with_weights: bool) -> None:
     """Refuse, before calling it, a function whose signature does not take what compare passes it:
     ``f(x)`` without ``weights=``, ``f(x, W_query, W_key, W_value)`` with it. A TypeError the function
     raises itself, once called, is its own error and is not caught here."""
     n_args, other = (4, 1) if with_weights else (1, 4)
-    if _accepts(func, n_args) is not False:
+    if accepts_positional(func, n_args) is not False:
         return
     name = getattr(func, "__name__", type(func).__name__)
     signature = f"{name}{inspect.signature(func)}"
     if with_weights:
         expected = "compare(..., weights=...) calls a function as f(x, W_query, W_key, W_value)"
-        fix = ": drop weights= for a function of x alone" if _accepts(func, other) else ""
+        fix = ": drop weights= for a function of x alone" if accepts_positional(func, other) else ""
     else:
         expected = "compare(..., x) without weights= calls a function as f(x)"
         fix = (
             ": a function that takes the weights needs weights= (a module, a mapping or a state_dict)"
-            if _accepts(func, other)
+            if accepts_positional(func, other)
             else ""
         )
     raise ConfigError(f"{expected}, got {signature}{fix}")

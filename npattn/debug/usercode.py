@@ -36,7 +36,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from npattn._checks import as_array
+from npattn._checks import accepts_positional, as_array
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.debug.backcheck import check_backward
 from npattn.debug.backward import attention_reference
@@ -161,7 +161,7 @@ class UserAttention:
         forms: list[tuple[Any, ...]] = [(d_in, d_out), (d_in, d_out, BOOK_CONTEXT_LENGTH, dropout)]
         if self.num_heads:
             forms = [(d_in, d_out, BOOK_CONTEXT_LENGTH, dropout, self.num_heads)]
-        args = next((form for form in forms if _accepts(self.target, len(form))), forms[0])
+        args = next((form for form in forms if accepts_positional(self.target, len(form)) is not False), forms[0])
         built_as = f"{self.name}({', '.join(map(str, args))})"
         try:
             obj = self.target(*args)
@@ -253,17 +253,6 @@ def _require_weights(obj: Any, name: str) -> None:
         )
 
 
-def _accepts(func: Callable[..., Any], n_args: int) -> bool:
-    """Whether ``func`` (or a class's constructor) can be called with ``n_args`` positional arguments."""
-    try:
-        inspect.signature(func).bind(*[None] * n_args)
-    except TypeError:
-        return False
-    except ValueError:  # no signature available (a builtin): let the call decide
-        return True
-    return True
-
-
 def _has_parameter(func: Callable[..., Any], name: str) -> bool:
     try:
         return name in inspect.signature(func).parameters
@@ -341,7 +330,7 @@ def attention_from_module(module: ModuleType, name: str, path_text: str = "") ->
     runs = callable(target) or callable(getattr(target, "forward", None))
     if all(hasattr(target, n) for n in WEIGHT_NAMES) and runs:
         return UserAttention(name, "instance", target)
-    if callable(target) and _accepts(target, 4):
+    if callable(target) and accepts_positional(target, 4) is not False:
         return UserAttention(name, "function", target, pair=pair_hint(module, name, path_text))
     what = "a function that does not take 4 arguments" if callable(target) else f"of type {type(target).__name__}"
     raise ConfigError(
