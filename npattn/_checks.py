@@ -343,13 +343,14 @@ def grad_problem(grad: Any, data: np.ndarray, shape: tuple[int, ...] | None = No
     return "is read-only (its flags.writeable is False)"
 
 
-_MASKS = ("mask", "keep", "dropout_keep")  # bool arrays: the contract refuses other dtypes by name
+MASKS = {"mask": "True = masked", "keep": "True = kept", "dropout_keep": "True = kept"}
+"""The stages' bool-array arguments, by name: kept as they are here, judged by the stage contract."""
 
 
 def _floats(arr: np.ndarray, name: str) -> np.ndarray:
     """Integers as float64 (int8 products wrap around: 20 * 20 is -112), anything else (and the
     masks, whose dtype the stage contract judges) unchanged."""
-    return arr.astype(np.float64) if arr.dtype.kind in "iu" and name not in _MASKS else arr
+    return arr.astype(np.float64) if arr.dtype.kind in "iu" and name not in MASKS else arr
 
 
 def stage_arrays(fn: _F) -> _F:

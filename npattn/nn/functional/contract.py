@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from npattn._checks import check_positive_int, check_probability, stage_arrays
+from npattn._checks import MASKS, check_positive_int, check_probability, stage_arrays
 from npattn.errors import ConfigError, DTypeError, ShapeError
 
 __all__ = ["StageCache", "check_bool_mask", "check_dropout", "stage_cache", "stage_contract", "wrap_stages"]
@@ -72,7 +72,6 @@ CACHE_LENGTHS = {
 }  # fmt: skip
 """How many items each forward's cache holds: what a backward accepts as a cache built by hand."""
 
-_MASKS = {"mask": "True = masked", "keep": "True = kept", "dropout_keep": "True = kept"}
 
 
 def check_bool_mask(mask: np.ndarray, name: str, meaning: str) -> np.ndarray:
@@ -149,7 +148,7 @@ def stage_contract(fn: _F) -> _F:
     arrays = {p.name for p in params if "ndarray" in str(p.annotation)}
     scalars = [(positions.get(p.name), p.name, *_SCALARS[p.name]) for p in params
                if p.name in _SCALARS and p.name not in arrays]  # fmt: skip
-    masks = [(positions.get(p.name), p.name, _MASKS[p.name]) for p in params if p.name in _MASKS]
+    masks = [(positions.get(p.name), p.name, MASKS[p.name]) for p in params if p.name in MASKS]
     base = stage.rsplit("_", 1)[0]
     backward = stage.endswith("_backward") and "cache" in positions
     forward = stage.endswith("_forward") and base in CACHE_LENGTHS
