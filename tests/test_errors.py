@@ -560,6 +560,20 @@ def library_bad_inputs() -> list[BadInput]:
             "randn supports float32 and float64, got float16",
         ),
         (
+            "npattn.rand(*size, generator=)",
+            "a NumPy Generator",
+            lambda: npattn.rand(3, generator=np.random.default_rng(0)),
+            npattn.ConfigError,
+            "rand generator must be an npattn.TorchGenerator or None (the default generator), got Generator",
+        ),
+        (
+            "npattn.randn(*size, generator=)",
+            "a seed",
+            lambda: npattn.randn(3, generator=123),
+            npattn.ConfigError,
+            "randn generator must be an npattn.TorchGenerator or None (the default generator), got int",
+        ),
+        (
             "TorchGenerator.bernoulli(...)",
             "p=1.5",
             lambda: G(0).bernoulli((3,), 1.5),
@@ -1648,6 +1662,18 @@ def test_module_dtype_argument_accepts_float_dtypes() -> None:
 def test_rand_accepts_zero_and_numpy_integer_sizes() -> None:
     assert npattn.TorchGenerator(0).rand(0, 3).shape == (0, 3)
     np.testing.assert_array_equal(npattn.TorchGenerator(5).rand(np.int64(3)), npattn.TorchGenerator(5).rand(3))
+
+
+def test_rand_and_randn_take_torchs_generator_keyword() -> None:
+    G = npattn.TorchGenerator
+    npattn.manual_seed(3)
+    before = npattn.default_generator.get_state()
+    np.testing.assert_array_equal(npattn.rand(2, 3, generator=G(7)), G(7).rand(2, 3))
+    np.testing.assert_array_equal(npattn.randn(20, generator=G(7), dtype=np.float64), G(7).randn(20, dtype=np.float64))
+    after = npattn.default_generator.get_state()
+    for key, value in before.items():  # the default generator was not drawn from
+        np.testing.assert_array_equal(after[key], value)
+    np.testing.assert_array_equal(npattn.rand(4, generator=None), G(3).rand(4))
 
 
 def test_set_state_accepts_what_get_state_returns() -> None:

@@ -50,14 +50,38 @@ def seed() -> int:
     return value
 
 
-def rand(*size: int, dtype: Any = np.float32) -> np.ndarray:
-    """``torch.rand``: uniform [0, 1) samples from the default generator."""
-    return default_generator.rand(*size, dtype=dtype)
+def _generator(generator: TorchGenerator | None, what: str) -> TorchGenerator:
+    """torch's ``generator=`` keyword: None -> the default generator, else a TorchGenerator."""
+    if generator is None:
+        return default_generator
+    if not isinstance(generator, TorchGenerator):
+        raise ConfigError(
+            f"{what} generator must be an npattn.TorchGenerator or None (the default generator), "
+            f"got {type(generator).__name__}"
+        )
+    return generator
 
 
-def randn(*size: int, dtype: Any = np.float32) -> np.ndarray:
-    """``torch.randn``: standard normal samples from the default generator."""
-    return default_generator.randn(*size, dtype=dtype)
+def rand(*size: int, generator: TorchGenerator | None = None, dtype: Any = np.float32) -> np.ndarray:
+    """``torch.rand(*size, generator=None, dtype=...)``: uniform [0, 1) samples, from ``generator``
+    or else the default generator.
+
+    Raises:
+        ConfigError: a generator that is not a TorchGenerator; a bad size or dtype (as
+            ``TorchGenerator.rand``).
+    """
+    return _generator(generator, "rand").rand(*size, dtype=dtype)
+
+
+def randn(*size: int, generator: TorchGenerator | None = None, dtype: Any = np.float32) -> np.ndarray:
+    """``torch.randn(*size, generator=None, dtype=...)``: standard normal samples, from
+    ``generator`` or else the default generator.
+
+    Raises:
+        ConfigError: a generator that is not a TorchGenerator; a bad size or dtype (as
+            ``TorchGenerator.randn``).
+    """
+    return _generator(generator, "randn").randn(*size, dtype=dtype)
 
 
 def initial_seed() -> int:
