@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("npattn.nn.functional",),
     ("npattn.kernels",),
     ("npattn.nn",),
-    ("npattn.optim", "npattn.optim_checks", "npattn.gradcheck"),
+    ("npattn.optim", "npattn.gradcheck"),
     ("npattn.train",),
     ("npattn.debug",),
     ("npattn.cli", "npattn.__main__"),

@@ -33,7 +33,7 @@ from npattn._checks import (
 from npattn.errors import CheckpointError, ConfigError, NpattnError, TrainingError
 from npattn.nn.gpt import GPTModel
 from npattn.optim import AdamW
-from npattn.optim_checks import as_number
+from npattn.optim.checks import as_number
 from npattn.train import atomic, checkpoint, digest
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm

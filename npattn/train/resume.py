@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from npattn.errors import ConfigError
-from npattn.optim_checks import as_number
+from npattn.optim.checks import as_number
 
 __all__ = ["check_resumed_settings", "fresh_value"]
 

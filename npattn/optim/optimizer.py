@@ -1,24 +1,9 @@
-"""Optimizers with PyTorch's names, signatures and update rules: SGD, Adam, AdamW.
-
-Each ``step()`` reads every Parameter's ``.grad`` and updates ``.data`` in place, exactly as
-``torch.optim`` documents it (the algorithm boxes are quoted above each update). ``zero_grad()``
-sets the grads to zero; a ``.grad`` of None (a frozen parameter, ``requires_grad=False``) stays
-None and ``step()`` skips it, like PyTorch. ``state_dict()`` holds the hyper-parameters and the
-per-parameter state (step count, momentum/moment buffers) in PyTorch's
-layout, ``{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}``, and
-``load_state_dict`` restores it, so training resumes exactly.
-
-Every way a setting enters (the constructor, a per-group dict, ``add_param_group``,
-``load_state_dict``, an edit of ``param_groups`` before ``step()``) goes through one check,
-``_check_settings``, with the constructor's messages. ``step()`` checks every group, parameter,
-gradient and buffer, and computes every new value, before it stores any: a failed step leaves
-the weights, grads and optimizer state exactly as they were.
-"""
+"""The base class of the optimizers: param groups, the one settings check, a validate-then-apply
+``step()``, and ``state_dict``/``load_state_dict`` in PyTorch's layout (see ``npattn.optim``)."""
 
 from __future__ import annotations
 
 import copy
-import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -27,10 +12,8 @@ import numpy as np
 from npattn.errors import ConfigError, StateDictError
 from npattn.nn.module import Parameter
 from npattn.nn.parameter import zero_grads
-from npattn.optim_checks import (
-    adam_settings,
+from npattn.optim.checks import (
     as_list,
-    check_adam_buffers,
     check_buffer_shapes,
     check_buffer_values,
     check_complete,
@@ -40,10 +23,9 @@ from npattn.optim_checks import (
     not_a_parameter,
     saved_group,
     saved_index,
-    sgd_settings,
 )
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
+__all__ = ["DELETED", "Optimizer", "ParamsLike", "Update"]
 
 ParamsLike = Iterable[Parameter] | Iterable[Mapping[str, Any]]
 Update = tuple[np.ndarray, dict[str, Any]]  # a parameter's new values and buffers
@@ -311,190 +293,3 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines += [f"    {k}: {v}" for k, v in sorted(group.items()) if k != "params"]
         return "\n".join([*lines, ")"])
-
-
-class SGD(Optimizer):
-    """``torch.optim.SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
-    *, maximize=False, foreach=None, differentiable=False, fused=None)``; the implementation
-    switches (foreach, differentiable, fused) are accepted at values that change nothing.
-
-    Raises:
-        ConfigError: a negative lr, momentum or weight_decay; nesterov without momentum or with
-            dampening; no parameters; foreach=True, fused=True or differentiable=True.
-    """
-
-    def __init__(
-        self,
-        params: ParamsLike,
-        lr: float = 1e-3,
-        momentum: float = 0.0,
-        dampening: float = 0.0,
-        weight_decay: float = 0.0,
-        nesterov: bool = False,
-        *,
-        maximize: bool = False,
-        foreach: bool | None = None,
-        differentiable: bool = False,
-        fused: bool | None = None,
-    ) -> None:
-        check_torch_switches("SGD", foreach=foreach, differentiable=differentiable, fused=fused)
-        settings = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay)
-        super().__init__(params, {**settings, "nesterov": nesterov, "maximize": maximize})
-
-    buffers = ("momentum_buffer",)
-    switches = ("foreach", "differentiable", "fused")
-
-    def _check_settings(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
-        return sgd_settings(settings, where)
-
-    def _update(self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> Update:
-        # g_t = -grad if maximize else grad
-        # if weight_decay != 0: g_t = g_t + weight_decay * theta_{t-1}
-        # if momentum != 0:
-        #     b_t = g_t if t == 1 else momentum * b_{t-1} + (1 - dampening) * g_t
-        #     g_t = g_t + momentum * b_t if nesterov else b_t
-        # theta_t = theta_{t-1} - lr * g_t
-        lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-        g = -grad if group["maximize"] else grad
-        if group["weight_decay"] != 0:
-            g = g + group["weight_decay"] * data
-        buffers = dict(state)
-        if momentum != 0:
-            buf = state.get("momentum_buffer")
-            buf = g.copy() if buf is None else momentum * buf + (1 - dampening) * g
-            buffers["momentum_buffer"] = buf
-            g = g + momentum * buf if group["nesterov"] else buf
-        return data - lr * g, buffers
-
-
-class Adam(Optimizer):
-    """``torch.optim.Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-    amsgrad=False, *, maximize=False, foreach=None, capturable=False, differentiable=False,
-    fused=None, decoupled_weight_decay=False)``; weight decay is L2 (added to the gradient). The
-    implementation switches are accepted at values that change nothing.
-
-    Raises:
-        ConfigError: a negative lr, eps or weight_decay; betas outside [0, 1); no parameters;
-            foreach=True, fused=True, capturable=True, differentiable=True, or
-            decoupled_weight_decay=True (use AdamW).
-    """
-
-    decoupled_weight_decay = False
-
-    def __init__(
-        self,
-        params: ParamsLike,
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-        amsgrad: bool = False,
-        *,
-        maximize: bool = False,
-        foreach: bool | None = None,
-        capturable: bool = False,
-        differentiable: bool = False,
-        fused: bool | None = None,
-        decoupled_weight_decay: bool = False,
-    ) -> None:
-        switches = dict(foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused)
-        if not self.decoupled_weight_decay:  # AdamW is Adam with it set; torch's AdamW has no such argument
-            switches["decoupled_weight_decay"] = decoupled_weight_decay
-        check_torch_switches(type(self).__name__, **switches)
-        settings = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad)
-        super().__init__(params, {**settings, "maximize": maximize})
-
-    buffers = ("step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq")
-    switches = ("foreach", "capturable", "differentiable", "fused", "decoupled_weight_decay")
-
-    def _check_switches(self, switches: dict[str, Any]) -> None:
-        if self.decoupled_weight_decay and "decoupled_weight_decay" in switches:  # what AdamW is
-            switches = dict(switches)
-            if switches.pop("decoupled_weight_decay") is not True:
-                raise ConfigError("AdamW: decoupled_weight_decay must be True (AdamW is Adam with it set)")
-        super()._check_switches(switches)
-
-    def _check_settings(self, settings: Mapping[str, Any], where: str) -> dict[str, Any]:
-        return adam_settings(settings, where)
-
-    def _check_buffers(
-        self, buffers: Any, p: Parameter, settings: Mapping[str, Any], what: Any, error: type[Exception]
-    ) -> None:
-        super()._check_buffers(buffers, p, settings, what, error)
-        check_adam_buffers(buffers, settings["amsgrad"], self.buffers, what, error)
-
-    def _update(self, data: np.ndarray, grad: np.ndarray, group: dict[str, Any], state: dict[str, Any]) -> Update:
-        # g_t = -grad if maximize else grad
-        # Adam:  if weight_decay != 0: g_t = g_t + weight_decay * theta_{t-1}
-        # AdamW: theta_t = theta_{t-1} - lr * weight_decay * theta_{t-1}
-        # m_t = beta1 * m_{t-1} + (1 - beta1) * g_t
-        # v_t = beta2 * v_{t-1} + (1 - beta2) * g_t^2
-        # m_hat = m_t / (1 - beta1^t);  v_hat = v_t / (1 - beta2^t)   (amsgrad: v_max = max(v_max, v_t))
-        # theta_t = theta_t - lr * m_hat / (sqrt(v_hat) + eps)
-        lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
-        t = state.get("step", 0) + 1
-        if wd != 0 and self.decoupled_weight_decay and np.shares_memory(grad, data):
-            kept = data.copy()  # torch decays the weights in place first, and a .grad sharing them sees it
-            data *= 1 - lr * wd
-            grad, data[...] = grad.copy(), kept
-        g = -grad if group["maximize"] else grad
-        if wd != 0:
-            if self.decoupled_weight_decay:
-                data = data * (1 - lr * wd)
-            else:
-                g = g + wd * data
-        # New arrays, one temporary: the arithmetic of m = beta1 * m + (1 - beta1) * g and
-        # v = beta2 * v + (1 - beta2) * g * g, operation for operation.
-        m_old, v_old = state.get("exp_avg"), state.get("exp_avg_sq")
-        tmp = np.multiply(g, 1 - beta1)
-        m = np.zeros_like(data) if m_old is None else m_old * beta1
-        m += tmp
-        np.multiply(g, 1 - beta2, out=tmp)
-        tmp *= g
-        v = np.zeros_like(data) if v_old is None else v_old * beta2
-        v += tmp
-        buffers = {"step": t, "exp_avg": m, "exp_avg_sq": v}
-        if group["amsgrad"]:
-            v_max = state.get("max_exp_avg_sq")
-            v = buffers["max_exp_avg_sq"] = v.copy() if v_max is None else np.maximum(v_max, v)
-        # The same arithmetic in PyTorch's order: lr / (1 - beta1^t) and sqrt(v) / sqrt(1 - beta2^t) + eps.
-        step_size = lr / (1 - beta1 ** min(t, 2**1023))  # a larger int has no float (beta**t is 0 long before)
-        denom = np.sqrt(v, out=tmp)
-        denom /= math.sqrt(1 - beta2 ** min(t, 2**1023))
-        denom += eps
-        np.divide(m, denom, out=denom)
-        denom *= step_size
-        return np.subtract(data, denom, out=denom), buffers
-
-
-class AdamW(Adam):
-    """``torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-    amsgrad=False, *, maximize=False, foreach=None, capturable=False, differentiable=False,
-    fused=None)``: Adam with decoupled weight decay (the weights shrink by ``lr * weight_decay``
-    before the Adam step).
-
-    Raises:
-        ConfigError: as Adam.
-    """
-
-    decoupled_weight_decay = True
-
-    def __init__(
-        self,
-        params: ParamsLike,
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 1e-2,
-        amsgrad: bool = False,
-        *,
-        maximize: bool = False,
-        foreach: bool | None = None,
-        capturable: bool = False,
-        differentiable: bool = False,
-        fused: bool | None = None,
-    ) -> None:
-        super().__init__(
-            params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
-            capturable=capturable, differentiable=differentiable, fused=fused,
-        )  # fmt: skip
