@@ -291,6 +291,24 @@ def row_dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("...ij,...ij->...i", a, b)
 
 
+def zero_saturated_maxima(dS: np.ndarray, P: np.ndarray, saturated: np.ndarray) -> None:
+    """Score gradients (g, rows, cols) at the maximum of each saturated row: set to 0 in place.
+
+    A row is saturated when its softmax denominator l is exactly 1 in its dtype (``saturated``,
+    (g, rows) bool): the maximum's weight is 1 and every other weight is below half an ulp of it.
+    There softmax_backward's A * (dA - D) is 0 at the maximum up to terms below the dtype's eps
+    (D = rowsum(dA * A) = dA at the maximum), which is what the reference path computes; the fast
+    paths' D, rowsum(G * context_vec), is the same sum rounded in another order, and leaves a
+    residue of eps * |G| * |values| there (times |keys| in d_queries) where the true gradient is
+    about 0. The maximum is the one weight above 1/2 (``P``, the same block's weights).
+    """
+    b, r = np.nonzero(saturated)
+    if b.size:
+        rows = dS[b, r]
+        rows[P[b, r] > 0.5] = 0.0
+        dS[b, r] = rows
+
+
 def flush_below(dtype: np.dtype) -> float:
     """The fast paths compute exp(max(x, flush_below)) for the unnormalised weights.
 

@@ -88,7 +88,8 @@ There every softmax row is saturated: the reference's weights underflow to exact
 score gradients, while the fast paths' D = rowsum(G * context_vec) leaves a rounding residue in
 (dA - D) at each row's maximum (eps * |G| * |values|, times |keys| in d_queries): harmless at
 ordinary sizes, but with float32 inputs of 1e17 it overflowed the weight gradients to inf where
-the true gradient is 0."""
+the true gradient is 0. (Below the limit the fast paths set that residue to 0 on the rows that are
+one-hot in their dtype: ``blocks.zero_saturated_maxima``.)"""
 
 
 def check_impl(impl: Any) -> str:

@@ -15,6 +15,8 @@ matrix products do the rest (row sums and the D subtraction ride along as an ext
     dV   = E^T @ (G / l)                             d_values = A^T G
     dS   = [G / l, -D / l] @ [v, 1]^T  = (dA - D) / l      d_attn_weights - row_dot, over l
     dS  *= E                     (one pass, in place) = A * (dA - D): softmax_backward
+    dS[max] = 0 on rows with l == 1 (one-hot in the dtype: the reference's value there, where
+                 D from context_vec leaves a rounding residue; blocks.zero_saturated_maxima)
     d_queries = scale * dS @ k,  d_keys = dS^T @ (scale q)      scores_backward and the scale
 
 The weights are never normalised in the n x m buffer: dividing by l is done on the (n, kv) side
@@ -49,6 +51,7 @@ from npattn.kernels.blocks import (
     row_dot,
     run_rows,
     skipped_nans,
+    zero_saturated_maxima,
 )
 
 __all__ = ["fused_backward", "fused_forward"]
@@ -166,6 +169,7 @@ def fused_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
         dS = np.matmul(G_D[:, a:e], T(v_aug[:, :end]))  # (dA - D) / l
         _each_slab_rows(partial(_multiply_slab_rows, dS, E_block), B, e - a, end)
         # dS = A * (dA - D): the gradient w.r.t. the scaled scores (scale q) k^T.
+        zero_saturated_maxima(dS, E_block, l_inv[:, a:e, 0] == 1)  # rows with l == 1: one-hot
         np.matmul(dS, k[:, :end], out=d_queries[:, a:e])
         d_keys[:, :end] += np.matmul(T(dS), q[:, a:e])
     d_queries *= d_queries.dtype.type(scale)

@@ -18,6 +18,7 @@ blocks K_j, V_j (scale folded into the queries: q = scale * queries):
     P      = exp(q_i K_j^T - L_i)                       attn_weights (one block), recomputed
     dV_j  += P^T G_i                                    d_values = A^T G
     dS     = P * (G_i V_j^T - D_i)                      softmax_backward: A * (dA - rowsum(dA * A))
+    dS[max] = 0 on rows with l == 1                     one-hot rows: the reference's value there
     dQ_i  += scale * dS K_j,   dK_j += dS^T q_i          scores_backward (and the scale)
 
 Row sums come out of the matrix products ([V_j, 1] gives P~ V_j and rowsum(P~) in one call), and
@@ -63,6 +64,7 @@ from npattn.kernels.blocks import (
     row_dot,
     run_slabs,
     skipped_nans,
+    zero_saturated_maxima,
 )
 
 __all__ = ["DEFAULT_BLOCK_K", "DEFAULT_BLOCK_Q", "tiled_backward", "tiled_forward"]
@@ -148,7 +150,8 @@ def tiled_forward(
 ) -> tuple[np.ndarray, tuple]:
     """Stages 2 to 5 tiled: (..., n, k), (..., m, k), (..., m, kv) -> context_vec (..., n, kv).
 
-    Keeps only O((n + m) k) for the backward: the inputs, the output and L (..., n).
+    Keeps only O((n + m) k) for the backward: the inputs, the output, L (..., n) and which rows
+    are one-hot (l == 1).
 
     Raises:
         ShapeError, DTypeError: see ``npattn.kernels.blocks.check_qkv``.
@@ -164,12 +167,14 @@ def tiled_forward(
     dtype = q.dtype
     out = like(queries, kv)  # laid out like queries: heads merge back without a copy
     L = np.empty(queries.shape[:-1], dtype=dtype)
+    saturated = np.empty(queries.shape[:-1], dtype=bool)  # l == 1: the row's softmax is one-hot
     q3, k3, v3, out3 = _stacks(q, keys, v_aug, out)
     L3 = L[None] if L.ndim == 1 else L
+    sat3 = saturated[None] if saturated.ndim == 1 else saturated
 
     def forward_slab(s: tuple, rows: RowRunner) -> None:
         """A (g, n, k) stack of slabs (heads of one sequence): out[s] and L[s]."""
-        Q, K, V, O, Ls = q3[s], k3[s], v3[s], out3[s], L3[s]
+        Q, K, V, O, Ls, sat = q3[s], k3[s], v3[s], out3[s], L3[s], sat3[s]
         g = Q.shape[0]
         for a, e in _blocks(n, block_q):
             mx = np.full((g, e - a), -np.inf, dtype=dtype)
@@ -189,6 +194,7 @@ def tiled_forward(
                 acc[:, r - a :] += np.matmul(S, V[:, k0:k1])
             l = acc[..., kv]
             np.divide(acc[..., :kv], l[..., None], out=O[:, a:e])
+            np.equal(l, 1.0, out=sat[:, a:e])
             np.log(l, out=l)
             np.add(mx, l, out=Ls[:, a:e])
 
@@ -196,13 +202,13 @@ def tiled_forward(
     groups = _groups(lead, _per_group(lead, block_q * min(m, block_k), dtype.itemsize))
     run_slabs(forward_slab, groups, n * m * math.prod(lead) // len(groups))
     skipped_nans(out, values, causal)  # a NaN value spoils its column in every row, as in the reference
-    return out, (q, keys, v_aug, out, L, scale, causal, block_q, block_k)
+    return out, (q, keys, v_aug, out, L, saturated, scale, causal, block_q, block_k)
 
 
 def tiled_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Returns (d_queries, d_keys, d_values), recomputing each block's weights from L."""
     # forward: context_vec = softmax(q k^T) v, block by block; L = rowmax + log(rowsum)
-    q, k, v_aug, out, L, scale, causal, block_q, block_k = cache
+    q, k, v_aug, out, L, saturated, scale, causal, block_q, block_k = cache
     n, m, kv = out.shape[-2], k.shape[-2], out.shape[-1]
     G = d_context_vec.astype(q.dtype, copy=False)
     D = row_dot(G, out)  # rowsum(G * O) = rowsum(dA * A)
@@ -213,11 +219,12 @@ def tiled_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
     for grad in (d_queries, d_keys, d_values):
         grad.fill(0.0)
     q3, k3, v3, qL3, k13, GD3, G3 = _stacks(q, k, v_aug, q_L, k_1, G_D, G)
+    sat3 = saturated[None] if saturated.ndim == 1 else saturated
     dq3, dk3, dv3 = _stacks(d_queries, d_keys, d_values)
 
     def backward_slab(s: tuple, rows: RowRunner) -> None:
         """A (g, n, k) stack of slabs: d_queries[s], d_keys[s], d_values[s]."""
-        Q, K, V, QL, K1, GD, Gs = q3[s], k3[s], v3[s], qL3[s], k13[s], GD3[s], G3[s]
+        Q, K, V, QL, K1, GD, Gs, sat = q3[s], k3[s], v3[s], qL3[s], k13[s], GD3[s], G3[s], sat3[s]
         dQ, dK, dV = dq3[s], dk3[s], dv3[s]
         g = Q.shape[0]
         for a, e in _blocks(n, block_q):
@@ -231,6 +238,7 @@ def tiled_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
                 dV[:, k0:k1] += np.matmul(T(P), Gs[:, r:e])
                 dS = np.matmul(GD[:, r:e], T(V[:, k0:k1]))  # dA - D
                 rows(partial(_multiply_rows, dS, P), e - r, g * (k1 - k0))
+                zero_saturated_maxima(dS, P, sat[:, r:e])  # rows with l == 1: one-hot
                 dQ[:, r:e] += np.matmul(dS, K[:, k0:k1])
                 dK[:, k0:k1] += np.matmul(T(dS), Q[:, r:e])
 
