@@ -70,7 +70,9 @@ class Parameter:
 
     @grad.setter
     def grad(self, value: Any) -> None:
-        self._grad = plain(value, "Parameter grad") if isinstance(value, np.ndarray) else value
+        if type(value) is not np.ndarray and isinstance(value, np.ndarray):  # an exact ndarray: as it is
+            value = plain(value, "Parameter grad")
+        self._grad = value
 
     @property
     def requires_grad(self) -> bool:
