@@ -186,3 +186,13 @@ def test_a_memmap_input_still_works(tmp_path: Any) -> None:
     _same(_run(npattn.SelfAttention_v1(3, 2, rng=123, dtype=np.float64), mapped, g), want)
     out, _ = F.softmax_forward(mapped, 0.5)
     _same(out, F.softmax_forward(x, 0.5)[0])
+
+
+@pytest.mark.parametrize("impl", ["reference", "fused", "tiled"])
+def test_kernels_attention_reads_subclassed_inputs_masks_and_gradients(impl: str) -> None:
+    q, k, v = np.random.default_rng(1).standard_normal((3, 5, 3))
+    g, mask = np.random.default_rng(2).standard_normal((5, 3)), F.causal_mask(5)
+    out, cache = npattn.kernels.attention(q, k, v, mask=mask, impl=impl)
+    want = (out, npattn.kernels.attention_backward(g, cache))
+    out, cache = npattn.kernels.attention(_matrix(q), _matrix(k), _matrix(v), mask=_tagged(mask), impl=impl)
+    _same((out, npattn.kernels.attention_backward(_matrix(g), cache)), want)
