@@ -32,6 +32,7 @@ __all__ = [
     "device_name",
     "finite_float",
     "grad_problem",
+    "plain",
     "refuse_masked",
     "shown",
     "stage_arrays",
@@ -63,7 +64,7 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
     else:
         arr = value
         if type(arr) is not np.ndarray:
-            refuse_masked(arr, name)
+            arr = plain(arr, name)
     if arr.dtype == object:
         raise DTypeError(
             f"{name}: expected a real numeric array, got dtype object "
@@ -92,6 +93,21 @@ def refuse_masked(value: Any, name: str) -> None:
             f"masks of masked arrays (it would use the values under them): pass {name}.filled(value), "
             "or for attention use the mask argument"
         )
+
+
+def plain(value: np.ndarray, name: str) -> np.ndarray:
+    """An ndarray subclass read as its base ndarray (a view, ``np.asarray``): np.matrix's ``*`` is
+    the matrix product and its reductions keep two axes, so the stages would compute other numbers
+    with it; np.memmap and the like are just their values. A masked array with masked entries is
+    refused (``refuse_masked``). An exact ndarray is returned as it is.
+
+    Raises:
+        DTypeError: a masked array with masked entries.
+    """
+    if type(value) is np.ndarray:
+        return value
+    refuse_masked(value, name)
+    return np.asarray(value)
 
 
 def from_tensor(value: Any) -> Any:
@@ -362,7 +378,8 @@ def stage_arrays(fn: _F) -> _F:
     list, a number, None where an array is needed) is refused with a DTypeError naming the stage,
     the argument, its type and the fix, instead of a raw AttributeError from deep inside the
     stage. Integer arrays become float64 (as ``kernels.attention`` takes them: int8 products
-    would wrap around); any other ndarray passes untouched.
+    would wrap around); an ndarray subclass (np.matrix, np.memmap) is read as its base ndarray
+    (``plain``); an exact float ndarray passes untouched.
     """
     params = list(inspect.signature(fn).parameters.values())
     checked = [
@@ -381,8 +398,7 @@ def stage_arrays(fn: _F) -> _F:
         if (type(value) is np.ndarray and value.dtype.kind not in "iu") or (optional and value is None):
             return value
         if isinstance(value, np.ndarray):
-            refuse_masked(value, f"{stage}: {name}")
-            return _floats(value, name)
+            return _floats(plain(value, f"{stage}: {name}"), name)
         if isinstance(value, np.generic):  # a NumPy scalar: the 0-d array it stands for
             return _floats(np.asarray(value), name)
         converted = from_tensor(value)
@@ -397,18 +413,18 @@ def stage_arrays(fn: _F) -> _F:
         if not sequence:
             return convert(value, name, optional)
         if isinstance(value, np.ndarray):
-            return _floats(value, name)
+            return _floats(plain(value, f"{stage}: {name}"), name)
         if not isinstance(value, (list, tuple)):
             raise DTypeError(f"{stage}: {name} must be a list or tuple of ndarrays, got {type(value).__name__}")
         return [convert(v, f"{name}[{j}]", False) for j, v in enumerate(value)]
 
     positions = tuple(i for i, _, sequence, _ in checked if not sequence and i < len(params))
-    plain = len(positions) == len(checked)  # no sequence arguments: the fast path below decides alone
+    by_position = len(positions) == len(checked)  # no sequence arguments: the fast path below decides alone
     ndarray = np.ndarray
 
     @functools.wraps(fn)
     def with_arrays(*args: Any, **kwargs: Any) -> Any:
-        if plain and not kwargs and len(args) > positions[-1]:
+        if by_position and not kwargs and len(args) > positions[-1]:
             for i in positions:
                 if type(args[i]) is not ndarray or args[i].dtype.kind in "iu":
                     break

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool, check_float_dtype, device_name, grad_problem
+from npattn._checks import as_array, check_bool, check_float_dtype, device_name, grad_problem, plain
 from npattn.errors import BackwardError, ConfigError, DTypeError, StateDictError
 from npattn.nn.functional import Recorder
 from npattn.nn.parameter import Parameter, check_specs, nonfinite_problem, shared_grads, zero_grads
@@ -90,7 +90,7 @@ class Module:
         elif name in buffers:
             if not isinstance(value, np.ndarray):
                 raise DTypeError(f"cannot assign {type(value).__name__} as buffer {name!r} (ndarray expected)")
-            buffers[name] = value
+            buffers[name] = value = plain(value, f"buffer {name!r}")  # np.matrix: its base ndarray
         object.__setattr__(self, name, value)
 
     def __delattr__(self, name: str) -> None:
@@ -113,7 +113,7 @@ class Module:
             raise DTypeError(f"buffer {name!r} must be an ndarray, got {type(tensor).__name__}")
         if name in self._parameters or name in self._modules:
             raise KeyError(f"attribute {name!r} already exists as a parameter or module")
-        self._buffers[name] = tensor
+        self._buffers[name] = tensor = plain(tensor, f"buffer {name!r}")
         if not persistent:
             self._non_persistent.add(name)
         object.__setattr__(self, name, tensor)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool
+from npattn._checks import as_array, check_bool, plain
 from npattn.errors import DTypeError, ShapeError
 
 __all__ = ["Parameter", "check_specs", "nonfinite_problem", "shared_grads", "zero_grads"]
@@ -33,7 +33,7 @@ class Parameter:
         ConfigError: requires_grad that is not a bool.
     """
 
-    grad: np.ndarray | None
+    _grad: Any
     _converted: str | None  # the type of the last .data assigned, when it was not an ndarray
 
     def __init__(self, data: Any, requires_grad: bool = True) -> None:
@@ -60,6 +60,19 @@ class Parameter:
             not isinstance(grad, np.ndarray) or grad.shape != arr.shape or grad.dtype != arr.dtype
         ):
             self.grad = np.zeros_like(arr)
+
+    @property
+    def grad(self) -> Any:
+        """The gradient backward accumulates: None or an ndarray (an ndarray subclass assigned,
+        such as np.matrix, is kept as its base ndarray, ``_checks.plain``; anything else is kept as
+        given and refused by backward and the optimizers)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Any) -> None:
+        if type(value) is not np.ndarray and isinstance(value, np.ndarray):  # an exact ndarray: as it is
+            value = plain(value, "Parameter grad")
+        self._grad = value
 
     @property
     def requires_grad(self) -> bool:

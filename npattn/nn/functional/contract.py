@@ -6,7 +6,8 @@ of ``npattn.nn.losses`` (whose loss pairs keep the same contract) applies two la
 arrays (a backward whose gradient is a number, ``d_loss``, gets the second only):
 
 1. ``npattn._checks.stage_arrays``: the array arguments are ndarrays (a torch tensor is taken as
-   its ndarray; a list, a number or None is refused).
+   its ndarray, an ndarray subclass such as np.matrix as its base ndarray; a list, a number or None
+   is refused).
 2. ``stage_contract`` (this file), on what the first layer lets through:
 
    - scalar arguments, by name: ``scale`` (softmax: a finite real number, not an array), ``p`` and
