@@ -59,6 +59,7 @@ class GradcheckReport:
     user_atol: bool = True  # atol given by the caller: every tensor must be able to fail under it
     noise: float | None = None  # the differences' rounding noise at eps, with the default atol
     copied: str = ""  # gradcheck: what the float64 copy leaves unchecked (a module in another dtype)
+    reason: str = ""  # why the failed tensors failed, when the check can tell (a backward ignoring its cache)
 
     @property
     def passed(self) -> bool:
@@ -93,6 +94,8 @@ class GradcheckReport:
             rows.append(self.copied)
         if self.note and not self.passed:
             rows.append(self.note)
+        if self.reason and not self.passed:
+            rows.append(self.reason)
         return "\n".join(rows)
 
     def small_gradients(self) -> list[str]:
@@ -182,8 +185,10 @@ def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
         off = f"max abs error {c.max_abs_error:.3e} > allowed {c.allowed:.3e}"
         if c.element_allowed is not None:
             off = f"error {c.element_error:.3e} > atol + 0.01% of its own value, {c.element_allowed:.3e}"
+        first = f"{report.reason}\n" if report.reason else ""  # said once, first
+        table = str(report).removesuffix("\n" + report.reason) if report.reason else str(report)
         raise GradcheckError(
-            f"gradient of {c.name} is wrong at {where}: numerical {c.numerical:.10g}, analytical {c.analytical:.10g} "
-            f"({off})\n{report}"
+            f"{first}gradient of {c.name} is wrong at {where}: numerical {c.numerical:.10g}, analytical "
+            f"{c.analytical:.10g} ({off})\n{table}"
         )
     return report
