@@ -25,6 +25,10 @@ largest magnitude perturbed (at least ``MIN_EPS``). Rounding x + eps in float64 
 1.1e-16 |x|, an error of 1.1e-16 |x| / eps in the step: at eps = 1e-10 |x| that is about 1e-6 of
 the gradient, 100 times below the 1e-4 a check must detect; with a smaller eps the round-off
 swamps the gradient (at eps = 1e-30 every difference rounds to zero).
+A failure the differences cannot tell from their own noise is refused too (ConfigError, naming the
+tolerance and the floor): every failed tensor's error within the rounding noise at eps, or ten
+times the change between the differences at eps and 2 eps (a caller's atol = 0 on a correct
+backward); a failure above that floor is a GradcheckError.
 
 The backward is given a copy of G: a backward that edits its upstream gradient in place after
 using it changes nothing the check reads.
@@ -92,9 +96,10 @@ def gradcheck(
         ConfigError: the module has no parameters or no backward, or a random forward (a Dropout
             with p > 0 in training mode without ``fixed_keep``); ``x`` has no elements or holds
             NaN or inf; the forward output holds NaN or inf; eps <= 0 or below ``MIN_EPS`` times the
-            largest magnitude perturbed; atol or rtol < 0, rtol >= 1e-4, n_directions < 1, a negative seed, a flag
-            that is not a bool; an atol so wide, or gradients so small, that the check could not
-            fail (see the module docstring).
+            largest magnitude perturbed; every failure's error within the differences' own noise
+            (the tolerance is below what they can resolve); atol or rtol < 0, rtol >= 1e-4,
+            n_directions < 1, a negative seed, a flag that is not a bool; an atol so wide, or
+            gradients so small, that the check could not fail (see the module docstring).
         DTypeError: ``x`` is not floating point (integers are refused unless ``check_input=False``).
     """
     if not isinstance(module, Module):
@@ -155,11 +160,14 @@ def gradcheck(
         if name not in first:  # frozen: no gradient to check
             continue
         analytical = first[name]
-        check = _compare(name, param.data, analytical, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise)
+        check = _compare(
+            name, param.data, analytical, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise, report.rounding
+        )
         report.checks.append(check)
     if check_input:
         dx = np.asarray(dx)
-        report.checks.append(_compare("x", x64, dx, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise))
+        check = _compare("x", x64, dx, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise, report.rounding)
+        report.checks.append(check)
     return _finish(report, raise_exception)
 
 def _check_accumulates(model: Module, x: np.ndarray, G: np.ndarray, first: Mapping[str, np.ndarray]) -> None:

@@ -112,10 +112,13 @@ def _compare(
     n_directions: int,
     rng: np.random.Generator,
     noise: float | None = None,
+    rounding: float = 0.0,
 ) -> TensorCheck:
     """Central differences of ``loss`` w.r.t. ``target`` against ``analytical``. ``noise``: the
     differences' rounding noise at eps when ``atol`` is the default (then a gradient too small for
-    it is resolved with ``_resolve``); None for a caller's atol, which is used as it is."""
+    it is resolved with ``_resolve``); None for a caller's atol, which is used as it is.
+    ``rounding``: that noise whatever the atol; a tensor that fails at eps gets its ``noise_floor``,
+    what the differences can tell (``_noise_floor``)."""
     if analytical.shape != target.shape:
         raise GradcheckError(
             f"analytical gradient of {name} has shape {analytical.shape}, expected {target.shape} (the tensor's shape)"
@@ -153,6 +156,9 @@ def _compare(
     if float(np.max(error)) <= allowed and np.any(error > own):
         worst = np.unravel_index(int(np.argmax(error / own)), error.shape)
         element = float(own[worst])
+    floor = None
+    if step == eps and (element is not None or float(np.max(error)) > allowed):
+        floor = _noise_floor(target, loss, eps, numerical, rounding, directions)
     return TensorCheck(
         name=name,
         shape=target.shape,
@@ -168,4 +174,20 @@ def _compare(
         resolved=resolved,
         element_allowed=element,
         element_error=None if element is None else float(error[worst]),
+        noise_floor=floor,
     )
+
+
+def _noise_floor(
+    target: np.ndarray,
+    loss: Callable[[], float],
+    eps: float,
+    numerical: np.ndarray,
+    rounding: float,
+    directions: np.ndarray | None,
+) -> float:
+    """The error below which the differences at eps cannot tell a right gradient from a wrong one:
+    the rounding noise at eps, or ten times the change between the differences at eps and 2 eps
+    when larger (the atol the default check gives a tensor by the same measure)."""
+    at_2h = _numerical(target, loss, 2 * eps, directions)
+    return max(rounding, 10 * float(np.max(np.abs(numerical - at_2h))))

@@ -121,6 +121,7 @@ def _new_report(out: Any, G: np.ndarray, eps: float, atol: float | None, rtol: f
         atol = max(1e-8, noise)
     report = GradcheckReport(eps=eps, atol=atol, rtol=rtol, note=_precision_hint(out), user_atol=user_atol)
     report.noise = None if user_atol else noise
+    report.rounding = noise
     return report
 
 

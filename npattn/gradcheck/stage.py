@@ -37,7 +37,8 @@ def gradcheck_stage(
     passed unchanged and unperturbed, with no gradient checked: ``backward`` may return one
     gradient per input (whatever it returns for an integer input is ignored) or one per
     floating-point input. Every forward call gets its own copy of the inputs (a forward may edit
-    them in place).
+    them in place). The forward runs on other inputs first, as in ``gradcheck``: a backward that
+    keeps an earlier forward's state instead of its ``cache`` fails, and the error says so.
 
     Example::
 
@@ -49,7 +50,8 @@ def gradcheck_stage(
             input (or per floating-point input).
         ConfigError: ``forward``/``backward`` not callable; ``inputs`` not a non-empty list or
             tuple; ``kwargs`` not a dict; an input or an output with no elements; only integer
-            inputs; a forward output holding NaN or inf; the settings ``gradcheck`` refuses.
+            inputs; a forward output holding NaN or inf; the settings ``gradcheck`` refuses (a
+            tolerance below the differences' own noise among them).
     """
     _check_settings(
         eps, 0.0 if atol is None else atol, rtol, n_directions, seed,
@@ -130,7 +132,9 @@ def gradcheck_stage(
     atol, noise = report.atol, report.noise
     for i in floats:
         grad = np.asarray(by_input[i])
-        check = _compare(names[i], arrays[i], grad, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise)
+        check = _compare(
+            names[i], arrays[i], grad, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise, report.rounding
+        )
         report.checks.append(check)
     if not report.passed:
         report.reason = _earlier_forward(forward, earlier, kwargs, G, report, by_input, floats, eps, rtol, rng)
