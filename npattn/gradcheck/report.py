@@ -33,6 +33,13 @@ class TensorCheck:
     resolved: bool = True  # False: the gradient is below the differences' noise at every step tried
     element_allowed: float | None = None  # set when an element is off by more than 0.01% of itself (+ atol):
     element_error: float | None = None  # its allowance and its error (worst_index, numerical, analytical: it)
+    noise_floor: float | None = None  # failed at eps: the error the differences themselves may carry
+
+    @property
+    def within_noise(self) -> bool:
+        """Failed with an error no larger than the differences' own noise: the check cannot tell."""
+        error = self.element_error if self.element_allowed is not None else self.max_abs_error
+        return not self.passed and self.noise_floor is not None and error is not None and error <= self.noise_floor
 
     @property
     def passed(self) -> bool:
@@ -59,6 +66,8 @@ class GradcheckReport:
     user_atol: bool = True  # atol given by the caller: every tensor must be able to fail under it
     noise: float | None = None  # the differences' rounding noise at eps, with the default atol
     copied: str = ""  # gradcheck: what the float64 copy leaves unchecked (a module in another dtype)
+    rounding: float = 0.0  # the differences' rounding noise at eps, whatever the atol
+    reason: str = ""  # why the failed tensors failed, when the check can tell (a backward ignoring its cache)
 
     @property
     def passed(self) -> bool:
@@ -93,6 +102,8 @@ class GradcheckReport:
             rows.append(self.copied)
         if self.note and not self.passed:
             rows.append(self.note)
+        if self.reason and not self.passed:
+            rows.append(self.reason)
         return "\n".join(rows)
 
     def small_gradients(self) -> list[str]:
@@ -174,16 +185,35 @@ def _check_can_fail(report: GradcheckReport) -> None:
             )
 
 
+def _check_resolvable(report: GradcheckReport) -> None:
+    """Refuse a failure the differences cannot tell from their own noise: when every failed tensor's
+    error is within the noise of its central differences, the tolerance, not the backward, failed.
+    A forward in float32 (``note``) keeps its GradcheckError and the note that says to fix it."""
+    failures = report.failures
+    if failures and not report.note and all(c.within_noise for c in failures):
+        c = max(failures, key=lambda c: c.noise_floor or 0.0)
+        error = c.element_error if c.element_allowed is not None else c.max_abs_error
+        raise ConfigError(
+            f"gradcheck: atol={report.atol:g} (rtol={report.rtol:g}) is below what central differences can resolve "
+            f"here (~{c.noise_floor:.2g} for {c.name}, whose error {error:.3g} is within it): the check cannot tell "
+            f"a correct gradient from one off by that much; raise atol to at least {c.noise_floor:.2g} or raise "
+            "eps, or leave atol at its default"
+        )
+
+
 def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
     _check_can_fail(report)
+    _check_resolvable(report)
     if raise_exception and not report.passed:
-        c = report.failures[0]
+        c = next((c for c in report.failures if not c.within_noise), report.failures[0])  # above the noise first
         where = f"direction {c.worst_index[0]}" if c.directional else f"index {c.worst_index}"
         off = f"max abs error {c.max_abs_error:.3e} > allowed {c.allowed:.3e}"
         if c.element_allowed is not None:
             off = f"error {c.element_error:.3e} > atol + 0.01% of its own value, {c.element_allowed:.3e}"
+        first = f"{report.reason}\n" if report.reason else ""  # said once, first
+        table = str(report).removesuffix("\n" + report.reason) if report.reason else str(report)
         raise GradcheckError(
-            f"gradient of {c.name} is wrong at {where}: numerical {c.numerical:.10g}, analytical {c.analytical:.10g} "
-            f"({off})\n{report}"
+            f"{first}gradient of {c.name} is wrong at {where}: numerical {c.numerical:.10g}, analytical "
+            f"{c.analytical:.10g} ({off})\n{table}"
         )
     return report

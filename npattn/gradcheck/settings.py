@@ -121,4 +121,19 @@ def _new_report(out: Any, G: np.ndarray, eps: float, atol: float | None, rtol: f
         atol = max(1e-8, noise)
     report = GradcheckReport(eps=eps, atol=atol, rtol=rtol, note=_precision_hint(out), user_atol=user_atol)
     report.noise = None if user_atol else noise
+    report.rounding = noise
     return report
+
+
+def _check_same(first: np.ndarray, second: np.ndarray, who: str) -> None:
+    """Two forwards of the same input must agree: finite differences of a random forward are noise.
+
+    Raises:
+        ConfigError: naming the largest difference.
+    """
+    if first.shape != second.shape or not np.array_equal(first, second):
+        diff = float(np.max(np.abs(first - second))) if first.shape == second.shape else float("inf")
+        raise ConfigError(
+            f"{who}: two forwards of the same input differ (by up to {diff:.3g}): the forward is random (np.random, "
+            "an unfixed dropout mask), so its finite differences are noise; make it deterministic first"
+        )

@@ -1,0 +1,193 @@
+"""The comparison of one tensor: central differences against the analytical gradient, with the
+steps and tolerances a small gradient needs (see ``npattn.gradcheck``'s docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from npattn.errors import ConfigError, GradcheckError
+from npattn.gradcheck.report import DETECTS, TensorCheck, max_relative_error
+
+
+def _numerical(target: np.ndarray, loss: Callable[[], float], h: float, directions: np.ndarray | None) -> np.ndarray:
+    """Central differences (L(t + h v) - L(t - h v)) / 2h of ``loss`` w.r.t. ``target`` (perturbed in
+    place, then restored): along each of ``directions``, or (None) along every element."""
+    if directions is not None:
+        numerical = np.empty(len(directions))
+        for k, v in enumerate(directions):
+            original = target.copy()
+            target += h * v
+            plus = loss()
+            target[...] = original - h * v
+            minus = loss()
+            target[...] = original
+            numerical[k] = (plus - minus) / (2 * h)
+        return numerical
+    numerical = np.empty(target.shape)
+    for index in np.ndindex(*target.shape):
+        original = target[index]
+        target[index] = original + h
+        plus = loss()
+        target[index] = original - h
+        minus = loss()
+        target[index] = original
+        numerical[index] = (plus - minus) / (2 * h)
+    return numerical
+
+
+STEPS = (1.0, 100.0, 10000.0)
+"""The steps a small gradient is tried at, as multiples of eps (see ``_resolve``)."""
+
+
+def _resolve(
+    target: np.ndarray,
+    loss: Callable[[], float],
+    numerical: np.ndarray,
+    eps: float,
+    noise: float,
+    at_eps: float,
+    rtol: float,
+    directions: np.ndarray | None,
+) -> tuple[np.ndarray, float, float] | None:
+    """A tensor whose gradient is so small that the default atol would pass it with its sign
+    flipped gets its own atol: the differences' error measured at step h against step 2h (ten
+    times it), and the rounding noise at h (``noise`` at eps, times eps / h). The first step h of
+    ``STEPS`` at which a sign flip fails wins: (numerical, atol, h). A larger step must agree with
+    eps's differences within ``at_eps`` (eps's atol): a staircase, flat at eps, is not averaged
+    into a slope. None: no step resolves the gradient (it is zero within the noise, the steps
+    disagree, or the forward is not finite at the larger steps)."""
+    for factor in STEPS:
+        h = eps * factor
+        try:
+            at_h = numerical if factor == 1.0 else _numerical(target, loss, h, directions)
+            at_2h = _numerical(target, loss, 2 * h, directions)
+        except ConfigError:  # the forward is not finite that far from the point
+            return None
+        if float(np.max(np.abs(at_h - numerical))) > at_eps:
+            return None  # the larger step sees another slope than eps does (a staircase averaged out)
+        atol = max(noise / factor, 10 * float(np.max(np.abs(at_h - at_2h))))
+        scale = float(np.max(np.abs(at_h)))
+        if atol + rtol * scale < 2 * scale:
+            return at_h, atol, h
+    return None
+
+
+def _refuse_truncation(
+    name: str,
+    target: np.ndarray,
+    loss: Callable[[], float],
+    eps: float,
+    numerical: np.ndarray,
+    analytic: np.ndarray,
+    directions: np.ndarray | None,
+) -> None:
+    """A failing tensor whose error shrinks at eps / 2 (truncation error falls as eps**2, a wrong
+    backward's error does not) is failed by its differences, not its backward.
+
+    Raises:
+        ConfigError: eps too large, naming the tensor and both errors.
+    """
+    half = _numerical(target, loss, eps / 2, directions)
+    at_eps = float(np.max(np.abs(numerical - analytic)))
+    at_half = float(np.max(np.abs(half - analytic)))
+    if at_half < 0.5 * at_eps:
+        raise ConfigError(
+            f"gradcheck: eps={eps:g} is too large for {name}: its differences are off by {at_eps:.3g} at eps and by "
+            f"{at_half:.3g} at eps / 2 (truncation error, which falls as eps**2), so they, not the backward, are "
+            "wrong; use a smaller eps (the default is 1e-6)"
+        )
+
+
+def _compare(
+    name: str,
+    target: np.ndarray,
+    analytical: np.ndarray,
+    loss: Callable[[], float],
+    eps: float,
+    atol: float,
+    rtol: float,
+    fast_mode: bool,
+    n_directions: int,
+    rng: np.random.Generator,
+    noise: float | None = None,
+    rounding: float = 0.0,
+) -> TensorCheck:
+    """Central differences of ``loss`` w.r.t. ``target`` against ``analytical``. ``noise``: the
+    differences' rounding noise at eps when ``atol`` is the default (then a gradient too small for
+    it is resolved with ``_resolve``); None for a caller's atol, which is used as it is.
+    ``rounding``: that noise whatever the atol; a tensor that fails at eps gets its ``noise_floor``,
+    what the differences can tell (``_noise_floor``)."""
+    if analytical.shape != target.shape:
+        raise GradcheckError(
+            f"analytical gradient of {name} has shape {analytical.shape}, expected {target.shape} (the tensor's shape)"
+        )
+    directions = None
+    if fast_mode:
+        directions = rng.standard_normal((n_directions, *target.shape))
+        directions /= np.sqrt(np.sum(directions**2, axis=tuple(range(1, directions.ndim)), keepdims=True)) + 1e-300
+        analytic = np.array([np.sum(analytical * v) for v in directions])
+    else:
+        analytic = analytical.astype(np.float64)
+    numerical = _numerical(target, loss, eps, directions)
+    scale = float(np.max(np.abs(numerical))) if numerical.size else 0.0
+    step, resolved = eps, True
+    if noise is not None and numerical.size and atol + rtol * scale >= 2 * scale:  # a sign flip would pass
+        found = _resolve(target, loss, numerical, eps, noise, atol, rtol, directions)
+        resolved = found is not None
+        if found is not None:
+            numerical, atol, step = found
+            scale = float(np.max(np.abs(numerical)))
+    elif noise is not None and numerical.size and atol + rtol * scale >= DETECTS * scale:
+        # a sign flip fails but 0.01% would pass: the atol of what the differences can tell (h against 2h)
+        at_2h = _numerical(target, loss, 2 * eps, directions)
+        atol = min(atol, max(noise, 10 * float(np.max(np.abs(numerical - at_2h)))))
+    allowed = atol + rtol * scale
+    if numerical.size and step == eps and float(np.max(np.abs(numerical - analytic))) > allowed:
+        _refuse_truncation(name, target, loss, eps, numerical, analytic, directions)
+    if numerical.size == 0:
+        return TensorCheck(name, target.shape, 0.0, 0.0, allowed, (), 0.0, 0.0, fast_mode, scale)
+    error = np.abs(numerical - analytic)
+    worst = np.unravel_index(int(np.argmax(error)), error.shape)
+    # each element against its own size too: a small row of a tensor with huge entries elsewhere
+    own = atol + DETECTS * np.abs(numerical)
+    element = None
+    if float(np.max(error)) <= allowed and np.any(error > own):
+        worst = np.unravel_index(int(np.argmax(error / own)), error.shape)
+        element = float(own[worst])
+    floor = None
+    if step == eps and (element is not None or float(np.max(error)) > allowed):
+        floor = _noise_floor(target, loss, eps, numerical, rounding, directions)
+    return TensorCheck(
+        name=name,
+        shape=target.shape,
+        max_abs_error=float(np.max(error)),
+        max_rel_error=max_relative_error(error, numerical),
+        allowed=allowed,
+        worst_index=tuple(int(i) for i in worst),
+        numerical=float(numerical[worst]),
+        analytical=float(analytic[worst]),
+        directional=fast_mode,
+        scale=scale,
+        step=step,
+        resolved=resolved,
+        element_allowed=element,
+        element_error=None if element is None else float(error[worst]),
+        noise_floor=floor,
+    )
+
+
+def _noise_floor(
+    target: np.ndarray,
+    loss: Callable[[], float],
+    eps: float,
+    numerical: np.ndarray,
+    rounding: float,
+    directions: np.ndarray | None,
+) -> float:
+    """The error below which the differences at eps cannot tell a right gradient from a wrong one:
+    the rounding noise at eps, or ten times the change between the differences at eps and 2 eps
+    when larger (the atol the default check gives a tensor by the same measure)."""
+    at_2h = _numerical(target, loss, 2 * eps, directions)
+    return max(rounding, 10 * float(np.max(np.abs(numerical - at_2h))))
