@@ -52,3 +52,24 @@ def test_state_dicts_of_the_book_classes_are_still_read():
     W = weights_of(mha.state_dict())
     assert set(W) == {"W_query", "W_key", "W_value"} and W.out_proj is not None
     np.testing.assert_array_equal(W["W_query"], mha.W_query.weight.data.T)
+
+
+def test_check_backward_refuses_an_extra_misspelt_weight_before_running_user_code():
+    import stale_learners as S
+
+    from npattn.debug.backcheck import check_backward
+    from npattn.debug.userbackward import object_callables
+    from npattn.debug.usercode import book_weights
+
+    calls = []
+    forward, backward = object_callables(S.Fresh(3, 2), "Fresh")
+
+    def counted(x, W):
+        calls.append(1)
+        return forward(x, W)
+
+    w = {**book_weights(), "W_querry": np.zeros((3, 2))}
+    with pytest.raises(ConfigError, match=r"unknown key 'W_querry' \(did you mean 'W_query'\?\)"):
+        check_backward(counted, backward, npattn.book_inputs(), w, name="Fresh")
+    assert calls == []
+    assert check_backward(counted, backward, npattn.book_inputs(), book_weights(), name="Fresh")
