@@ -35,7 +35,7 @@ from npattn.debug.backward import (
     diagnose_backward,
 )
 from npattn.debug.tolerance import FLOAT32_RTOL, check_tolerances, largest, matches
-from npattn.debug.weights import gradient_array
+from npattn.debug.weights import check_weights, gradient_array
 from npattn.errors import ConfigError
 from npattn.gradcheck import DETECTS, TensorCheck, _compare, difference_noise, max_relative_error
 
@@ -261,13 +261,16 @@ def check_backward(
     missing, of the wrong shape, or holds NaN/inf is reported in the BackwardCheck.
 
     Raises:
-        ConfigError: atol, rtol or eps negative or not finite; rtol >= 1e-4.
+        ConfigError: atol, rtol or eps negative or not finite; rtol >= 1e-4; ``weights`` missing a
+            weight, holding a key it does not know, a nonzero bias, or NaN/inf (as x may not).
+        ShapeError: x and the weights of shapes that do not fit together.
     """
     atol, rtol = check_tolerances(atol, rtol, "check_backward", DETECTS)
     if not check_finite(eps, "eps") > 0:
         raise ConfigError(f"check_backward: eps must be > 0, got {eps}")
-    x64 = np.array(x, dtype=np.float64)
-    W64 = {n: np.array(weights[n], dtype=np.float64) for n in GRAD_NAMES[1:]}
+    x64, *Ws = check_weights(x, weights)  # a missing or unknown key, a bias, shapes, NaN: before any user code
+    x64 = np.array(x64, dtype=np.float64)  # copies: the user's code must not see the caller's arrays
+    W64 = {n: np.array(w, dtype=np.float64) for n, w in zip(GRAD_NAMES[1:], Ws)}
     settings: dict[str, Any] = {"causal": causal, "num_heads": num_heads, "keep": keep, "p": p}
     expected_out, _ = attention_reference(x64, W64, **settings)
     G = np.random.default_rng(seed).standard_normal(expected_out.shape)

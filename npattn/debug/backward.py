@@ -18,13 +18,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from difflib import get_close_matches as close_matches
 from typing import Any
 
 import numpy as np
 
 from npattn.debug.tolerance import DEFAULT_RTOL, FLOAT32_RTOL, check_tolerances, low_precision
-from npattn.debug.weights import check_weights, gradient_array
+from npattn.debug.weights import check_weights, gradient_array, refuse_unknown_keys
 from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
 
@@ -426,11 +425,7 @@ def diagnose_backward(
             'grads: expected a mapping {"x": dx, "W_query": dW_query, "W_key": dW_key, "W_value": dW_value}, '
             f"got {type(grads).__name__}"
         )
-    unknown = [str(k) for k in grads if k not in GRAD_NAMES]
-    if unknown:
-        hints = [f"{k!r} (did you mean {m[0]!r}?)" if (m := close_matches(k, GRAD_NAMES, 1)) else repr(k)
-                 for k in unknown]
-        raise ConfigError(f"grads: unknown key {', '.join(hints)}; expected the keys {', '.join(GRAD_NAMES)}")
+    refuse_unknown_keys(grads, GRAD_NAMES, "grads")
     atol, rtol = check_tolerances(atol, rtol, "diagnose_backward")
     x64, *Ws = check_weights(x, weights)
     x, weights = x64, dict(zip(GRAD_NAMES[1:], Ws))

@@ -19,8 +19,8 @@ from npattn import _html
 from npattn._checks import check_nonnegative_int, check_positive_int
 from npattn.debug.formulas import KINDS, format_shape, format_table, formula_of, kind_of
 from npattn.debug.trace import Trace
-from npattn.debug.weights import to_numpy
-from npattn.errors import ConfigError, ShapeError
+from npattn.debug.weights import describe_value, to_numpy
+from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.nn.attention import (
     MultiHeadAttentionWrapper,
 )
@@ -164,7 +164,7 @@ def predict_shapes(
         ConfigError: n_tokens not an integer >= 0 (0: an empty sequence, as the modules accept),
             another size not a positive integer; an unknown kind; num_heads missing for
             a multi-head kind, given for a single-head one, or not dividing d_out (multihead);
-            dropout for "self".
+            dropout not a bool, or True for "self".
     """
     n = check_nonnegative_int(n_tokens, "n_tokens")  # 0 tokens: the modules accept an empty sequence too
     d_in = check_positive_int(d_in, "d_in")
@@ -176,6 +176,8 @@ def predict_shapes(
     multi = kind in ("wrapper", "multihead")
     if multi != (num_heads is not None):
         raise ConfigError(f"num_heads is {'required' if multi else 'not used'} for kind={kind!r}, got {num_heads!r}")
+    if not isinstance(dropout, (bool, np.bool_)):  # "no" would read as True
+        raise ConfigError(f"dropout: expected True or False, got {dropout!r} ({type(dropout).__name__})")
     if dropout and kind == "self":
         raise ConfigError("kind='self' (SelfAttention_v1/v2) has no dropout stage; use kind='causal'")
     h = check_positive_int(num_heads, "num_heads") if multi else 1
@@ -222,13 +224,39 @@ def predict_shapes(
     return ShapePrediction(n, d_in, d_out, lead[0] if lead else None, tuple(stages), num_heads if multi else None, kind)
 
 
+def _shape_of(value: Any, name: str, expected: str, *, shape_ok: bool = False) -> tuple[int, ...]:
+    """The shape of ``value``: an array, a torch tensor or nested lists of numbers, or (``shape_ok``)
+    a tuple of ints >= 0 read as the shape itself. ``expected``: the shape to name in the error.
+
+    Raises:
+        DTypeError: anything else (a str, None, an object), naming what was expected and given; it
+            used to be read as a 0-d array and reported as a shape mismatch.
+    """
+    if shape_ok and isinstance(value, tuple):
+        if all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in value):
+            return tuple(int(d) for d in value)
+        raise DTypeError(
+            f"{name}: expected a shape (a tuple of ints >= 0) or an array of shape {expected}, got {value!r}"
+        )
+    try:
+        kind = to_numpy(value).dtype.kind
+    except Exception:  # ragged lists and the like: not an array
+        kind = "O"
+    if kind not in "biufc":
+        also = " (or a tuple of ints, the shape)" if shape_ok else ""
+        given = "None" if value is None else describe_value(value)
+        given += f" ({value[:20]!r})" if isinstance(value, str) else ""
+        raise DTypeError(f"{name}: expected an array of shape {expected}{also}, got {given}")
+    return tuple(np.shape(to_numpy(value)))
+
+
 def predict_shapes_for(module: Module, x: Any) -> ShapePrediction:
     """``predict_shapes`` with the sizes, kind, heads and dropout of one of npattn's attention
     classes, for an input x (an array, or just its shape (n, d_in) or (b, n, d_in)).
 
     Raises:
         ConfigError: ``module`` is not one of npattn's attention classes (use predict_shapes).
-        ShapeError: x is not 2-D or 3-D.
+        ShapeError: x is not 2-D or 3-D. DTypeError: x neither an array nor a tuple of ints.
     """
     kind = kind_of(module)
     if kind is None:
@@ -236,7 +264,7 @@ def predict_shapes_for(module: Module, x: Any) -> ShapePrediction:
             f"predict_shapes_for knows npattn's attention classes, got {type(module).__name__}: "
             "use predict_shapes(n_tokens, d_in, d_out, ...) with your sizes"
         )
-    shape = tuple(x) if isinstance(x, tuple) else np.shape(to_numpy(x))
+    shape = _shape_of(x, "predict_shapes_for: x", "(n, d_in) or (batch, n, d_in)", shape_ok=True)
     if len(shape) not in (2, 3):
         raise ShapeError(f"x: expected shape (n, d_in) or (batch, n, d_in), got {shape}")
     head: Any = module.heads[0] if isinstance(module, MultiHeadAttentionWrapper) else module
@@ -362,6 +390,10 @@ def check_shapes(prediction: ShapePrediction, actual: Trace | Mapping[str, Any] 
     columns -> look at the context stage first. A Trace's stages are matched by qualified name
     ("heads.0.queries"), then by plain name; the output is the prediction's last stage
     (out_proj for multi-head; for the wrapper, context_vec with d_out * num_heads columns).
+
+    Raises:
+        ConfigError: ``prediction`` not a ShapePrediction. DTypeError: ``actual`` (or a mapping's
+            value) neither an array nor, in a mapping, a shape tuple of ints (a str, None, ...).
     """
     if not isinstance(prediction, ShapePrediction):
         raise ConfigError(
@@ -376,10 +408,12 @@ def check_shapes(prediction: ShapePrediction, actual: Trace | Mapping[str, Any] 
             found[output_name] = np.shape(to_numpy(actual.output))
     elif isinstance(actual, Mapping):
         found = {
-            k: tuple(v) if isinstance(v, tuple) else np.shape(to_numpy(v)) for k, v in actual.items() if k in prediction
+            k: _shape_of(v, f"check_shapes: {k}", format_shape(prediction[k]), shape_ok=True)
+            for k, v in actual.items()
+            if k in prediction
         }
     else:
-        found = {output_name: np.shape(to_numpy(actual))}
+        found = {output_name: _shape_of(actual, f"check_shapes: {output_name}", format_shape(prediction.output_shape))}
     rows = [ShapeRow(s.name, s.shape, found.get(s.name)) for s in prediction.stages]
     advice: list[str] = []
     d_in, d_out = prediction.d_in, prediction.d_out

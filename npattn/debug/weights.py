@@ -3,7 +3,8 @@ objects, mappings and state dicts."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from difflib import get_close_matches
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ __all__ = [
     "describe_value",
     "gradient_array",
     "refuse_biases",
+    "refuse_unknown_keys",
     "returned_array",
     "to_numpy",
     "weights_of",
@@ -123,6 +125,36 @@ def describe_value(value: Any) -> str:
     return f"{article} {kind}"
 
 
+# state-dict keys of the book's attention classes that are not one of the three projections:
+# the causal mask buffer and MultiHeadAttention's output projection (read by ``_marked``)
+STATE_KEYS = ("mask", "out_proj.weight", "out_proj.bias")
+
+
+def refuse_unknown_keys(mapping: Mapping[Any, Any], known: Collection[str], what: str, expected: str = "") -> None:
+    """Refuse a key of ``mapping`` that is not in ``known``, naming the closest known key (a
+    misspelt key would otherwise be ignored and the result silently wrong).
+
+    Raises:
+        ConfigError: ``{what}: unknown key 'W_query.bais' (did you mean 'W_query.bias'?); expected ...``.
+    """
+    unknown = [str(k) for k in mapping if k not in known]
+    if unknown:
+        hints = [
+            f"{k!r} (did you mean {m[0]!r}?)" if (m := get_close_matches(k, list(known), 1)) else repr(k)
+            for k in unknown
+        ]
+        raise ConfigError(
+            f"{what}: unknown key {', '.join(hints)}; expected the keys {expected or ', '.join(known)}"
+        )
+
+
+def weight_keys(names: Sequence[str] = WEIGHT_NAMES) -> tuple[str, ...]:
+    """The keys a weights mapping may hold: each name (d_in, d_out), ``name.weight`` (d_out, d_in),
+    ``name.bias``, and the ``STATE_KEYS`` of a state dict."""
+    names = (*names, *(n for n in WEIGHT_NAMES if n not in names))
+    return (*names, *(f"{n}.weight" for n in names), *(f"{n}.bias" for n in names), *STATE_KEYS)
+
+
 def weights_of(obj: Any, names: Sequence[str] = WEIGHT_NAMES) -> dict[str, np.ndarray]:
     """The (d_in, d_out) weight matrices of a module, an object, or a mapping (a state dict), and
     their (d_out,) biases where there are any, under ``"W_query.bias"`` (a state dict's key).
@@ -133,9 +165,17 @@ def weights_of(obj: Any, names: Sequence[str] = WEIGHT_NAMES) -> dict[str, np.nd
     transposed the same way and ``"W_query.bias"`` keys are the biases.
 
     Raises:
-        ConfigError: a weight is missing (the message lists what was found), or a mapping names one
-            twice (both ``"W_query"`` and ``"W_query.weight"``).
+        ConfigError: a weight is missing (the message lists what was found), a mapping names one
+            twice (both ``"W_query"`` and ``"W_query.weight"``), or a mapping holds a key that is
+            none of these (a misspelt ``"W_query.bais"`` would drop the bias): the error names the
+            closest expected key. State-dict buffers (``"mask"``) and ``"out_proj.*"`` are accepted.
     """
+    if isinstance(obj, Mapping):
+        refuse_unknown_keys(
+            obj, weight_keys(names), "weights",
+            f"{', '.join(names)} (d_in, d_out), or NAME.weight (d_out, d_in), NAME.bias, and a state dict's "
+            f"{', '.join(STATE_KEYS)}",
+        )
     out: dict[str, np.ndarray] = {}
     missing = []
     for name in names:
