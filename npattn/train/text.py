@@ -34,6 +34,7 @@ __all__ = [
     "check_tokenizer",
     "create_dataloader_v1",
     "default_corpus",
+    "largest_stride",
     "read_text",
     "split_train_val",
 ]
@@ -193,6 +194,17 @@ class GPTDatasetV1:
         if not -count <= idx < count:
             raise IndexError(f"GPTDatasetV1 index {int(idx)} is out of range: it holds {count} windows")
         return self.input_ids[idx], self.target_ids[idx]
+
+
+def largest_stride(dataset: GPTDatasetV1, windows: int) -> int | None:
+    """The largest stride at which ``dataset``'s tokens give at least ``windows`` windows of its
+    ``max_length`` (plus the target's one token), or None when no stride does (the text is too short
+    even at stride 1). Window starts are ``range(0, len(ids) - max_length, stride)``, so ``n`` tokens
+    past the first window give ``ceil(n / stride)`` windows."""
+    span = len(dataset.token_ids) - dataset.max_length
+    if span < windows:
+        return None
+    return span if windows <= 1 else (span - 1) // (windows - 1)
 
 
 class DataLoader:

@@ -29,11 +29,11 @@ def test_task_resume_bad_steps(task_ckpt, steps, got):
 def test_task_resume_bad_arguments_before_the_checkpoint(tmp_path):
     broken = tmp_path / "broken.npz"
     broken.write_text("not a checkpoint")
-    with pytest.raises(ConfigError, match="^steps must be"):
+    with pytest.raises(ConfigError, match=r"^steps must be"):
         npattn.train_task(steps=-1, resume=str(broken))
     with pytest.raises(ConfigError, match="unknown optimizer 'Adam'"):
         npattn.train_task(optimizer="Adam", resume=str(broken))
-    with pytest.raises(CheckpointError, match="broken.npz"):
+    with pytest.raises(CheckpointError, match=r"broken\.npz"):
         npattn.train_task(steps=3, resume=str(broken))
 
 
