@@ -52,7 +52,7 @@ def test_npattn_save_after_removing_a_parameter(tmp_path):
 
 def test_torch_agrees_on_the_remaining_state():
     torch = pytest.importorskip("torch")
-    ps, o = _stepped_then_popped(Adam)
+    _, o = _stepped_then_popped(Adam)
     tp = [torch.nn.Parameter(torch.full((2, 2), float(i + 1), dtype=torch.float64)) for i in range(3)]
     to = torch.optim.Adam(tp, lr=0.1)
     for t in range(2):
