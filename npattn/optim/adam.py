@@ -106,6 +106,8 @@ class Adam(Optimizer):
         if group["amsgrad"]:
             v_max = state.get("max_exp_avg_sq")
             v = buffers["max_exp_avg_sq"] = v.copy() if v_max is None else np.maximum(v_max, v)
+        elif "max_exp_avg_sq" in state:  # amsgrad switched off mid-run: kept unchanged and unused, as in torch
+            buffers["max_exp_avg_sq"] = state["max_exp_avg_sq"]
         # The same arithmetic in PyTorch's order: lr / (1 - beta1^t) and sqrt(v) / sqrt(1 - beta2^t) + eps.
         step_size = lr / (1 - beta1 ** min(t, 2**1023))  # a larger int has no float (beta**t is 0 long before)
         denom = np.sqrt(v, out=tmp)

@@ -187,10 +187,12 @@ def check_buffer_shapes(
 def check_adam_buffers(
     buffers: Mapping[str, Any], amsgrad: bool, names: tuple[str, ...], what: Any, error: type[Exception]
 ) -> None:
-    """Adam's state is empty (before the first step) or holds a step count >= 1 and every moment."""
+    """Adam's state is empty (before the first step) or holds a step count >= 1 and every moment.
+    With amsgrad=False a 'max_exp_avg_sq' may stay (amsgrad switched off mid-run): as in PyTorch it
+    is kept unchanged and unused, and used again if amsgrad is switched back on."""
     if not buffers:
         return
-    wanted = names if amsgrad else names[:3]
+    wanted = names if amsgrad or names[3] in buffers else names[:3]
     if amsgrad and buffers.keys() == frozenset(names[:3]):
         raise error(
             f"{name_of(what)}: amsgrad=True, but its state has no 'max_exp_avg_sq': amsgrad was switched on "

@@ -212,7 +212,10 @@ class Optimizer:
 
     # ------------------------------------------------------------------ state dicts
     def state_dict(self) -> dict[str, Any]:
-        """PyTorch's layout: parameters are replaced by their index across all groups; arrays copied."""
+        """PyTorch's layout: parameters are replaced by their index across all groups; arrays copied.
+        The state of a parameter no group lists any more (removed from ``param_groups[i]['params']``,
+        a way to freeze it) is left out: it has no index, so nothing could load it back (torch raises
+        KeyError here)."""
         index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
         flag = getattr(self, "decoupled_weight_decay", None)  # Adam and AdamW record it, as torch's do
         flags = {} if flag is None else {"decoupled_weight_decay": flag}
@@ -220,7 +223,7 @@ class Optimizer:
             {**{k: v for k, v in g.items() if k != "params"}, **flags, "params": [index[id(p)] for p in g["params"]]}
             for g in self.param_groups
         ]
-        state = {index[id(p)]: copy.deepcopy(s) for p, s in self.state.items()}
+        state = {index[id(p)]: copy.deepcopy(s) for p, s in self.state.items() if id(p) in index}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:

@@ -99,7 +99,10 @@ def _check_given(given: dict[str, Any]) -> None:
 
 def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], int]:
     """A training checkpoint's entries, its run settings (checked like new ones, and against the
-    settings ``given``) and its step count."""
+    settings ``given``) and its step count. The caller's ``steps`` and ``given`` are checked first,
+    as a fresh run checks them (ConfigError, its message): a bad value is the caller's, not the file's."""
+    steps = check_nonnegative_int(steps, "steps")
+    _check_given(given)
     saved = checkpoint.load(path)
     name = atomic.as_path(path)
     run = saved.get("run") if isinstance(saved, dict) else None
@@ -119,7 +122,6 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
             f"{name!r} is not a checkpoint npattn train wrote: expected the entries {list(CHECKPOINT_KEYS)} "
             f"and run settings {list(RUN_KEYS)}"
         )
-    _check_given(given)
     check_resumed_settings(given, stored, lambda k: f"--{k}")
     try:
         run = _run_config(stored["task"], stored["optimizer"], stored["lr"], steps, stored["seed"])

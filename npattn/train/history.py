@@ -61,7 +61,8 @@ class History:
     @classmethod
     def from_state_dict(cls, state: Any) -> History:
         """The history ``state_dict`` gave, every entry checked: finite losses, whole increasing step
-        counts in [1, number of losses], finite distances >= 0 and real-number arrays keyed by parameter name.
+        counts in [1, number of losses], finite distances >= 0 (one per log step) and real-number arrays
+        keyed by parameter name.
 
         Raises:
             CheckpointError: a missing or extra entry, or one of the wrong type or out of range
@@ -79,11 +80,20 @@ class History:
                 f"history.log_steps holds step {log_steps[-1]}, past the {len(loss)} losses recorded "
                 f"(one per step): log steps must lie in [1, {len(loss)}]"
             )
+        moved = {}
+        for entry in ("moved_from_start", "moved_since_log"):  # one distance per log step
+            moved[entry] = _by_parameter(state, entry, lambda v, at: _numbers(v, at, float, 0))
+            for key, values in moved[entry].items():
+                if len(values) != len(log_steps):
+                    raise CheckpointError(
+                        f"history.{entry}[{key!r}] holds {len(values)} distances for the {len(log_steps)} log "
+                        f"steps in history.log_steps (one per log step)"
+                    )
         return cls(
             loss=loss,
             log_steps=log_steps,
-            moved_from_start=_by_parameter(state, "moved_from_start", lambda v, at: _numbers(v, at, float, 0)),
-            moved_since_log=_by_parameter(state, "moved_since_log", lambda v, at: _numbers(v, at, float, 0)),
+            moved_from_start=moved["moved_from_start"],
+            moved_since_log=moved["moved_since_log"],
             start=_by_parameter(state, "start", _weights),
             last_log=_by_parameter(state, "last_log", _weights),
         )

@@ -40,7 +40,7 @@ from npattn.optim import Optimizer
 from npattn.train.book_device import book_device
 from npattn.train.generate import check_vocab_settings, generate
 from npattn.train.loop import check_callback, check_finite, check_optimizer_of, check_updated
-from npattn.train.text import DataLoader, check_tokenizer
+from npattn.train.text import DataLoader, GPTDatasetV1, check_tokenizer, largest_stride
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
 
 __all__ = [
@@ -304,13 +304,15 @@ def _check_gives_batches(loader: Any, what: str) -> None:
         return
     if empty:
         dataset: Any = getattr(loader, "dataset", None)
-        windows = (
-            f": {len(dataset)} windows of {dataset.max_length} tokens for batches of {loader.batch_size}"
-            if hasattr(dataset, "max_length") and hasattr(dataset, "__len__") else " (a loader of length 0)"
-        )  # fmt: skip
-        raise ConfigError(
-            f"{what} gives no batch{windows}; use a longer text, a shorter context or a smaller batch"
-        )
+        fix = "a longer text, a shorter context or a smaller batch"
+        if not (hasattr(dataset, "max_length") and hasattr(dataset, "__len__")):
+            raise ConfigError(f"{what} gives no batch (a loader of length 0); use {fix}")
+        windows = f"{len(dataset)} windows of {dataset.max_length} tokens for batches of {loader.batch_size}"
+        if isinstance(dataset, GPTDatasetV1):  # the stride may be the cause: name it, and the one that gives a batch
+            windows += f" (a window starts every stride = {dataset.stride} tokens of its {len(dataset.token_ids)})"
+            stride = largest_stride(dataset, loader.batch_size if getattr(loader, "drop_last", True) else 1)
+            fix = fix if stride is None else f"a stride of at most {stride}, or {fix}"
+        raise ConfigError(f"{what} gives no batch: {windows}; use {fix}")
 
 
 SAMPLING = ("temperature", "top_k", "eos_id", "rng")

@@ -41,7 +41,14 @@ from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
 from npattn.train.loop import Progress, check_optimizer_settings, check_optimizer_steps
 from npattn.train.resume import check_resumed_settings
 from npattn.train.tasks import TASKS
-from npattn.train.text import DataLoader, create_dataloader_v1, default_corpus, read_text, split_train_val
+from npattn.train.text import (
+    DataLoader,
+    create_dataloader_v1,
+    default_corpus,
+    largest_stride,
+    read_text,
+    split_train_val,
+)
 from npattn.train.tokenizer_files import tokenizer_from_dict
 from npattn.train.tokenizers import BPE_VOCAB_SIZE, TOKENIZER_KINDS, Tokenizer, train_tokenizer
 
@@ -160,10 +167,16 @@ def _loaders(text: str, tokenizer: Tokenizer, settings: LMSettings) -> tuple[Dat
     val_loader = create_dataloader_v1(val_text, settings.batch_size, shuffle=False, drop_last=False, **common)
     window = settings.context_length + 1
     if len(train_loader) == 0:
+        dataset = train_loader.dataset
+        fix = "a longer text, a shorter --context-length or a smaller --batch-size"
+        largest = largest_stride(dataset, settings.batch_size)
+        if largest is not None:  # the stride leaves too few windows: a smaller one gives a batch
+            fix = f"--stride {largest}{' or less' * (largest > 1)}, or {fix}"
         raise ConfigError(
-            f"the training text (the first 90% of the text: {len(train_loader.dataset.token_ids)} tokens) gives no "
-            f"batch of {settings.batch_size} windows of context_length + 1 = {window} tokens; use a longer text, a "
-            "shorter --context-length or a smaller --batch-size"
+            f"the training text (the first 90% of the text: {len(dataset.token_ids)} tokens) gives no batch of "
+            f"{settings.batch_size} windows of context_length + 1 = {window} tokens: a window starts every --stride "
+            f"{stride} tokens{'' if settings.stride else ' (the context length, when not given)'}, which leaves "
+            f"{len(dataset)} window{'s' * (len(dataset) != 1)}; use {fix}"
         )
     if len(val_loader) == 0:
         raise ConfigError(

@@ -34,6 +34,7 @@ __all__ = [
     "check_tokenizer",
     "create_dataloader_v1",
     "default_corpus",
+    "largest_stride",
     "read_text",
     "split_train_val",
 ]
@@ -146,7 +147,8 @@ class GPTDatasetV1:
 
     Raises:
         ConfigError: ``max_length`` or ``stride`` not a positive integer; both ``txt`` and
-            ``token_ids`` given. DTypeError: ``token_ids`` not integers (bools and floats included).
+            ``token_ids`` given; a negative token id or one past int64 (a uint64 id used to wrap).
+        DTypeError: ``token_ids`` not integers (bools and floats included).
     """
 
     def __init__(
@@ -169,13 +171,7 @@ class GPTDatasetV1:
                 "GPTDatasetV1 got both txt and token_ids: give one source (txt=None with token_ids=, "
                 "or txt with a tokenizer)"
             )
-        ids = np.asarray(token_ids)
-        if ids.dtype.kind not in "iu" and not (ids.size == 0 and ids.dtype.kind == "f"):  # [] is float64
-            raise DTypeError(
-                f"GPTDatasetV1: token_ids must be integers, got dtype {ids.dtype} (bools and floats are refused, "
-                "not rounded)"
-            )
-        ids = ids.astype(np.int64).reshape(-1)
+        ids = _token_ids(token_ids)
         self.token_ids = ids
         starts = np.arange(0, max(len(ids) - self.max_length, 0), self.stride, dtype=np.int64)
         offsets = starts[:, None] + np.arange(self.max_length, dtype=np.int64)
@@ -193,6 +189,55 @@ class GPTDatasetV1:
         if not -count <= idx < count:
             raise IndexError(f"GPTDatasetV1 index {int(idx)} is out of range: it holds {count} windows")
         return self.input_ids[idx], self.target_ids[idx]
+
+
+def largest_stride(dataset: GPTDatasetV1, windows: int) -> int | None:
+    """The largest stride at which ``dataset``'s tokens give at least ``windows`` windows of its
+    ``max_length`` (plus the target's one token), or None when no stride does (the text is too short
+    even at stride 1). Window starts are ``range(0, len(ids) - max_length, stride)``, so ``n`` tokens
+    past the first window give ``ceil(n / stride)`` windows."""
+    span = len(dataset.token_ids) - dataset.max_length
+    if span < windows:
+        return None
+    return span if windows <= 1 else (span - 1) // (windows - 1)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _token_ids(token_ids: Any) -> np.ndarray:
+    """``token_ids`` as a flat int64 array: integers in [0, 2**63) only (a uint64 id past int64 used
+    to wrap to a negative one; Python ints past int64 make NumPy pick float64 or object, still refused
+    for their value, not as floats).
+
+    Raises:
+        DTypeError: not integers (bools and floats included). ConfigError: a negative id or one
+            past int64, naming it and its position.
+    """
+    ids = np.asarray(token_ids)
+    if ids.dtype.kind in "fO" and ids.size and not isinstance(token_ids, np.ndarray):
+        exact = np.asarray(token_ids, dtype=object).reshape(-1)  # the Python ints given, before NumPy's choice
+        if all(map(_is_int, exact)):
+            ids = exact
+    if ids.dtype.kind not in "iuO" and not (ids.size == 0 and ids.dtype.kind == "f"):  # [] is float64
+        raise DTypeError(
+            f"GPTDatasetV1: token_ids must be integers, got dtype {ids.dtype} (bools and floats are refused, "
+            "not rounded)"
+        )
+    ids = ids.reshape(-1)
+    if ids.dtype.kind == "O" and not all(map(_is_int, ids)):
+        raise DTypeError("GPTDatasetV1: token_ids must be integers, got dtype object")
+    if ids.dtype.kind == "O":
+        outside = [i for i, v in enumerate(ids.tolist()) if not 0 <= v < 2**63]
+    else:
+        outside = np.flatnonzero((ids < 0) | (ids > np.iinfo(np.int64).max)).tolist()
+    if outside:
+        raise ConfigError(
+            f"GPTDatasetV1: token_ids must lie in [0, 2**63) (token ids, stored as int64), got {int(ids[outside[0]])} "
+            f"at position {outside[0]}"
+        )
+    return ids.astype(np.int64)
 
 
 class DataLoader:

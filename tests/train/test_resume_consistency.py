@@ -54,7 +54,7 @@ def task_ck(tmp_path_factory):
         (lambda s: s["history"].update(moved_from_start={}), "history.moved_from_start must hold 3 distances"),
         (
             lambda s: s["history"]["moved_since_log"].update(W_key=np.zeros(2)),
-            "must hold 3 distances per parameter (one per log), got {'W_query': 3, 'W_key': 2, 'W_value': 3}",
+            "history.moved_since_log['W_key'] holds 2 distances for the 3 log steps in history.log_steps",
         ),
     ],
 )
