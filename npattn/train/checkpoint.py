@@ -80,8 +80,8 @@ def _state_and_meta(
         reserved = sorted(k for k in metadata if k in RESERVED)
         if reserved:
             raise CheckpointError(
-                f"metadata keys {reserved} are reserved for the checkpoint's own index (format, version, tree, "
-                "and the class and config of what was saved)"
+                f"metadata keys {reserved} are reserved for the checkpoint's own index in both formats (format, "
+                "version, tree, order, index_sha256, and the class and config of what was saved); rename them"
             )
         meta.update(metadata)
     check_json(meta, "metadata")
@@ -99,9 +99,10 @@ def save(obj: Any, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] 
     Raises:
         CheckpointError: values that cannot be stored without pickling (objects, string arrays),
             a state that contains itself or nests deeper than 64 levels, metadata that is not JSON
-            or sets a reserved key (format, version, tree, class, config), a .safetensors path without the package
-            or with a nested state, or a target that is a directory, a device or a FIFO, is not
-            writable, or whose folder does not exist (see ``npattn.train.atomic``).
+            or sets a reserved key (format, version, tree, order, index_sha256, class, config), a
+            .safetensors path without the package or with a nested state, or a target that is a
+            directory, a device or a FIFO, is not writable, or whose folder does not exist (see
+            ``npattn.train.atomic``).
     """
     with sigint_held():  # Ctrl-C while the zip is written would leave a half-written ZipFile
         _save(obj, path, metadata)
