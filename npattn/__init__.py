@@ -13,6 +13,48 @@ Layers, bottom to top (no import runs upward; tests/test_layout.py enforces it):
     cli                      the ``npattn`` command
 See docs/architecture.md.
 """
+# ruff: noqa: E402 (the Ctrl-C guard of the command line is set before the package's imports)
+
+import os as _os
+import signal as _signal
+import sys as _sys
+from typing import Any as _Any
+
+
+def _started_as_command() -> bool:
+    """True while ``python -m npattn`` (Python sets ``sys.argv[0]`` to ``"-m"`` while it locates the
+    package) or the ``npattn`` script imports the package; never for ``import npattn`` in a program."""
+    if _sys.argv[:1] == ["-m"]:
+        given = list(getattr(_sys, "orig_argv", []))
+        return "-m" in given and given[given.index("-m") + 1 : given.index("-m") + 2] == ["npattn"]
+    script = getattr(_sys.modules.get("__main__"), "__file__", None) or ""
+    name = _os.path.splitext(_os.path.basename(script))[0]
+    return name in ("npattn", "npattn-script") and _os.path.basename(_sys.argv[0] or "").startswith("npattn")
+
+
+def _interrupted_while_starting(signum: int, frame: _Any) -> None:
+    """Ctrl-C before the command line runs: its one line and exit 130, as ``npattn.cli.main`` says it."""
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # a second press waits for the exit
+    args = _sys.argv[1:]
+    command = args[0] if args and not args[0].startswith("-") else "demo"
+    try:
+        if _sys.stderr is not None:
+            _sys.stderr.write(f"npattn {command}: interrupted\n")
+            _sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(130)
+
+
+_guarded = False
+# the import takes ~0.3 s: a Ctrl-C in it is the command's (one line, exit 130), not a traceback; an
+# ignored SIGINT (a background job) stays ignored
+if _started_as_command() and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+    try:
+        _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+        _guarded = True
+    except (ValueError, OSError):  # not the main thread, or no signals here
+        pass
 
 from npattn import _compat, debug, kernels, nn, optim, random, train
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
@@ -104,6 +146,9 @@ from npattn.train import (
 )
 
 _compat.register_old_paths()  # npattn 0.1's flat module paths (npattn.functional, ...) still import
+
+if _guarded:  # the import is done: Python's handler again, until the command line sets its own
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
 
 __version__ = "0.1.0"
 

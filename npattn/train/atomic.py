@@ -5,6 +5,7 @@
 so the file it points to is replaced and the link stays; a directory, a device, a FIFO or a socket
 is refused, never replaced. ``atomic_write`` writes a temporary file in the same folder (flush,
 fsync), gives it the old file's permissions (a new file gets ``0o666 & ~umask``, like ``open()``),
+checks the target again (a target that became a symlink, a device or read-only meanwhile is refused),
 renames it over the target with ``os.replace`` and fsyncs the folder: a crash leaves the old file or
 the new one, and a failure that can be seen (a full disk, a folder without write permission)
 removes the temporary file and leaves the old file as it was. ``check_source(path)`` refuses
@@ -173,17 +174,8 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
             f"cannot write {what} {text!r}: it lies under /proc{via}, a process's open files and settings (such as "
             "standard output), not a file to replace; save to a file path"
         )
-    try:
-        st = os.stat(real)
-    except (FileNotFoundError, NotADirectoryError):
-        st = None
-    except OSError as exc:
-        raise CheckpointError(f"cannot write {what} {text!r}: {exc.strerror or exc}") from None
+    st = _existing_file(real, text, what)
     if st is not None:
-        kind = _kind(st.st_mode)
-        if kind:
-            via = f" (the symlink points to {real!r})" if real != os.path.abspath(text) else ""
-            raise CheckpointError(f"cannot write {what} {text!r}: it is {kind}{via}; save to a file path")
         if not os.access(real, os.W_OK) or not _writable_bits(st.st_mode):
             raise CheckpointError(f"cannot write {what} {text!r}: permission denied (the file is read-only)")
     folder = os.path.dirname(real)
@@ -193,6 +185,22 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
     if not os.access(folder, os.W_OK | os.X_OK) or not _writable_bits(os.stat(folder).st_mode):
         raise CheckpointError(f"cannot write {what} {text!r}: permission denied in the folder {folder!r}")
     return real
+
+
+def _existing_file(real: str, text: str, what: str) -> os.stat_result | None:
+    """One stat of the target gives both its type and the mode the new file takes from it: None if
+    it does not exist; refused unless it is a regular file (so only a regular file's mode is copied)."""
+    try:
+        st = os.stat(real)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise CheckpointError(f"cannot write {what} {text!r}: {exc.strerror or exc}") from None
+    kind = _kind(st.st_mode)
+    if kind:
+        via = f" (the symlink points to {real!r})" if real != os.path.abspath(text) else ""
+        raise CheckpointError(f"cannot write {what} {text!r}: it is {kind}{via}; save to a file path")
+    return st
 
 
 def _temp_file(real: str) -> tuple[int, str]:
@@ -292,10 +300,7 @@ def atomic_write(path: Any, data: bytes, what: str = "checkpoint") -> os.stat_re
     text = as_path(path, f"{what} path")
     real = check_target(text, what)
     folder = os.path.dirname(real)
-    try:
-        old = os.stat(real)
-    except FileNotFoundError:
-        old = None
+    old = _existing_file(real, text, what)  # again: the target may have changed since check_target
     tmp = None
     try:
         fd, tmp = _temp_file(real)
@@ -325,12 +330,19 @@ def atomic_write(path: Any, data: bytes, what: str = "checkpoint") -> os.stat_re
 
 
 def _keep_mode_set_meanwhile(real: str, old: os.stat_result | None, fd: int, text: str, what: str) -> None:
-    """The target's mode just before the rename: a file made read-only while the new one was written
-    is refused (the rename would undo the chmod), another new mode is given to the new file."""
+    """The target just before the rename: one that became anything but a regular file (a symlink
+    the rename would replace, a device) or read-only while the new one was written is refused and
+    left as it is; another new mode is given to the new file."""
     try:
-        now = os.stat(real)
+        now = os.lstat(real)  # ``real`` was resolved: a link there now was put there meanwhile
     except FileNotFoundError:
         return
+    kind = "a symlink" if stat.S_ISLNK(now.st_mode) else _kind(now.st_mode)
+    if kind:
+        raise CheckpointError(
+            f"cannot write {what} {text!r}: it became {kind} while the new file was written; it is left as it "
+            "is, never replaced"
+        )
     if old is not None and now.st_mode == old.st_mode:
         return
     if not _writable_bits(now.st_mode) or not os.access(real, os.W_OK):

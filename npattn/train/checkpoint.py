@@ -80,8 +80,8 @@ def _state_and_meta(
         reserved = sorted(k for k in metadata if k in RESERVED)
         if reserved:
             raise CheckpointError(
-                f"metadata keys {reserved} are reserved for the checkpoint's own index (format, version, tree, "
-                "and the class and config of what was saved)"
+                f"metadata keys {reserved} are reserved for the checkpoint's own index in both formats (format, "
+                "version, tree, order, index_sha256, and the class and config of what was saved); rename them"
             )
         meta.update(metadata)
     check_json(meta, "metadata")
@@ -99,9 +99,10 @@ def save(obj: Any, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] 
     Raises:
         CheckpointError: values that cannot be stored without pickling (objects, string arrays),
             a state that contains itself or nests deeper than 64 levels, metadata that is not JSON
-            or sets a reserved key (format, version, tree, class, config), a .safetensors path without the package
-            or with a nested state, or a target that is a directory, a device or a FIFO, is not
-            writable, or whose folder does not exist (see ``npattn.train.atomic``).
+            or sets a reserved key (format, version, tree, order, index_sha256, class, config), a
+            .safetensors path without the package or with a nested state, or a target that is a
+            directory, a device or a FIFO, is not writable, or whose folder does not exist (see
+            ``npattn.train.atomic``).
     """
     with sigint_held():  # Ctrl-C while the zip is written would leave a half-written ZipFile
         _save(obj, path, metadata)
@@ -178,6 +179,11 @@ class _Npz:
             raise CheckpointError(f"{path!r} is a single .npy array, not an npattn checkpoint (.npz)")
         if _looks_like_pickle(head):
             raise CheckpointError(f"{path!r} contains pickled data; npattn never loads pickles (a raw pickle file)")
+        if head[:4] not in (b"PK\x03\x04", b"PK\x05\x06") and zipfile.is_zipfile(path):
+            raise CheckpointError(
+                f"{path!r} has bytes before the zip archive (it starts with {head[:8]!r}, and a zip's end record "
+                "is found after them: a self-extracting or prefixed zip); an npattn .npz starts with the archive"
+            )
         if head[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):
             raise CheckpointError(
                 f"{path!r} is truncated, corrupt or not a checkpoint: not a zip archive (it starts with {head[:8]!r})"
@@ -201,8 +207,8 @@ class _Npz:
             )
         for info in infos:
             if not info.filename.endswith(".npy") or info.flag_bits & 0x1:
-                what = "encrypted" if info.flag_bits & 0x1 else "not an .npy array"
-                raise CheckpointError(f"{path!r}: member {info.filename!r} is {what}; npattn writes plain .npy members")
+                what = "is encrypted" if info.flag_bits & 0x1 else self._not_named_npy(info)
+                raise CheckpointError(f"{path!r}: member {info.filename!r} {what}; npattn writes plain .npy members")
             if info.compress_type != zipfile.ZIP_STORED:
                 raise CheckpointError(
                     f"{path!r}: member {info.filename!r} is compressed; npattn stores members uncompressed, and "
@@ -215,6 +221,17 @@ class _Npz:
                 "(overlapping or truncated members)"
             )
         self.infos = {m: info for m, info in zip(members, infos)}
+
+    def _not_named_npy(self, info: zipfile.ZipInfo) -> str:
+        """What is wrong with a member whose name lacks the .npy suffix: the name, or the contents too."""
+        try:
+            with self.zip.open(info) as f:
+                magic = f.read(6)
+        except (OSError, EOFError, ValueError, zipfile.BadZipFile, NotImplementedError, RuntimeError):
+            magic = b""
+        if magic == b"\x93NUMPY" and not info.is_dir():
+            return f"is an .npy array, but its name lacks the '.npy' suffix (expected {info.filename + '.npy'!r})"
+        return "is not an .npy array"
 
     def header(self) -> tuple[dict[str, Any], list[str]]:
         text = self.read(META_KEY)

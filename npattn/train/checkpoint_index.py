@@ -23,7 +23,8 @@ from npattn.errors import CheckpointError
 FORMAT = "npattn-checkpoint"
 VERSION = 1
 META_KEY = "__npattn__"
-RESERVED = ("format", "version", "tree", "class", "config", "index_sha256")  # index keys that metadata cannot set
+# index keys that metadata cannot set, in both formats ("order" is the key order of a .safetensors file)
+RESERVED = ("format", "version", "tree", "class", "config", "index_sha256", "order")
 MAX_DEPTH = 64  # nesting of dicts/lists/tuples a checkpoint may hold
 SCALARS = (bool, int, float, str, type(None))
 MAX_INT_DIGITS = 4000  # below Python's default limit on int <-> str conversion (4300 digits)
@@ -177,6 +178,22 @@ def check_json(value: Any, where: str, depth: int = 0) -> None:
         )
 
 
+def check_meta(meta: dict[str, Any]) -> None:
+    """The one check of the index's own entries that both formats run (the .npz index, the JSON in a
+    .safetensors file's metadata): 'class' a string or null, 'config' an object, 'index_sha256' and
+    'order' (a .safetensors file's key order) of their types, and everything JSON."""
+    if not (meta.get("class") is None or isinstance(meta.get("class"), str)):
+        raise CheckpointError(f"the index's 'class' must be a string or null, got {meta.get('class')!r:.60}")
+    if not isinstance(meta.get("config", {}), dict):
+        raise CheckpointError(f"the index's 'config' must be an object, got {meta.get('config')!r:.60}")
+    if not isinstance(meta.get("index_sha256", ""), str):
+        raise CheckpointError(f"the index's 'index_sha256' must be a string, got {meta.get('index_sha256')!r:.60}")
+    order = meta.get("order", [])
+    if not (isinstance(order, list) and all(isinstance(name, str) for name in order)):
+        raise CheckpointError(f"the index's 'order' must be a list of tensor names, got {order!r:.60}")
+    check_json(meta, "index")
+
+
 def check_header(header: Any) -> list[str]:
     """Raise CheckpointError unless ``header`` is a valid index; return the member names its tree uses."""
     if not isinstance(header, dict) or header.get("format") != FORMAT:
@@ -186,11 +203,7 @@ def check_header(header: Any) -> list[str]:
         raise CheckpointError(f"has checkpoint format version {version!r}; this npattn reads version {VERSION}")
     if "tree" not in header:
         raise CheckpointError(f"the {META_KEY!r} entry has no 'tree' (the nesting of the state)")
-    if not (header.get("class") is None or isinstance(header.get("class"), str)):
-        raise CheckpointError(f"the index's 'class' must be a string or null, got {header.get('class')!r:.60}")
-    if not isinstance(header.get("config", {}), dict):
-        raise CheckpointError(f"the index's 'config' must be an object, got {header.get('config')!r:.60}")
-    check_json({k: v for k, v in header.items() if k != "tree"}, "index")
+    check_meta({k: v for k, v in header.items() if k != "tree"})
     names: list[str] = []
     check_tree(header["tree"], names)
     repeated = sorted({n for n in names if names.count(n) > 1})

@@ -1,8 +1,10 @@
 """The ``.safetensors`` side of checkpoints (the optional extra ``safetensors``): a flat name -> array
 state dict that ``safetensors.torch.load_file`` reads, with npattn's metadata (class, config, the key
-order) as JSON in the file's ``__metadata__``. Saving refuses names and dtypes the format cannot
-hold before anything is written; loading checks the header's length against the file's size and
-refuses npattn metadata that is not the JSON npattn writes. A file written by another program
+order and their ``index_sha256``, as in an .npz index) as JSON in the file's ``__metadata__``. Saving
+refuses names and dtypes the format cannot hold before anything is written; loading checks the
+header's length against the file's size and runs the .npz index's own check on npattn's metadata,
+refusing a hand edit (its digest no longer matches); metadata without a digest (written by an npattn
+before it was recorded) loads unchecked. A file written by another program
 (PyTorch's ``save_file``) loads as it is.
 """
 
@@ -17,7 +19,7 @@ import numpy as np
 from npattn._checks import repeated_keys
 from npattn.errors import CheckpointError
 from npattn.train.atomic import read_bytes
-from npattn.train.checkpoint_index import FORMAT, VERSION, check_json
+from npattn.train.checkpoint_index import FORMAT, VERSION, check_index_sha256, check_meta, index_sha256
 
 __all__ = ["load_safetensors", "safetensors_bytes"]
 
@@ -65,7 +67,10 @@ def safetensors_bytes(state: Mapping[str, Any], meta: dict[str, Any]) -> bytes:
             raise CheckpointError(f"cannot save {key!r} to .safetensors: dtype {value.dtype} ({_KINDS_TEXT})")
         tensors[key] = np.array(value, dtype=value.dtype.newbyteorder("<"), order="C")
     # safetensors stores tensors sorted; the key order goes into the metadata to restore state_dict order
-    text_meta = {"format": FORMAT, "version": str(VERSION), "npattn": json.dumps({**meta, "order": list(state)})}
+    extra = {**meta, "order": list(state)}
+    extra["index_sha256"] = index_sha256({"format": FORMAT, "version": VERSION, **extra})
+    check_meta(extra)  # the loader's own check: a file load refuses is never written
+    text_meta = {"format": FORMAT, "version": str(VERSION), "npattn": json.dumps(extra)}
     return bytes(st.save(tensors, metadata=text_meta))
 
 
@@ -145,8 +150,11 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         try:
             extra = json.loads(raw_meta.get("npattn", "{}"))
             if not isinstance(extra, dict):
-                raise ValueError("not an object")
-            check_json(extra, "npattn")
+                raise ValueError(f"expected an object, got {type(extra).__name__}")
+            own = sorted(set(extra) & {"format", "version", "tree"})
+            if own:
+                raise ValueError(f"it sets {own}, which npattn keeps outside it")
+            check_meta(extra)
         except (ValueError, RecursionError, CheckpointError) as exc:
             raise CheckpointError(
                 f"{path!r}: its 'npattn' metadata is not the JSON object npattn writes ({exc})"
@@ -156,6 +164,9 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
                 f"{path!r} has checkpoint format version {raw_meta.get('version')!r}; "
                 f"this npattn reads version {VERSION}"
             )
+        if "index_sha256" in extra:  # a file written before the digest was recorded loads unchecked
+            check_index_sha256({"format": FORMAT, "version": VERSION, **extra}, path)
+            del extra["index_sha256"]
         order = extra.pop("order", list(state))
         if not isinstance(order, list) or sorted(map(str, order)) != sorted(state):
             raise CheckpointError(f"{path!r}: its 'npattn' metadata lists other tensors than the file holds")

@@ -676,7 +676,8 @@ def test_members_that_are_not_npy_files_are_refused(tmp_path, good):
     members = _members(good)
     path = tmp_path / "odd.npz"
     _rezip(path, {**members, "W_key": members["W_query.npy"]})
-    with pytest.raises(npattn.CheckpointError, match=re.escape("member 'W_key' is not an .npy array")):
+    lacks = "member 'W_key' is an .npy array, but its name lacks the '.npy' suffix"
+    with pytest.raises(npattn.CheckpointError, match=re.escape(lacks)):
         npattn.load(path)
     with pytest.raises(npattn.CheckpointError, match=r"the folder '.*good.npz' is not a folder"):
         npattn.save({"w": np.ones(1)}, good / "x.npz")

@@ -1,0 +1,82 @@
+"""Ctrl-C while ``python -m npattn`` or the ``npattn`` script is still importing the package prints
+the command's one interrupt line and exits 130; ``import npattn`` in a program of one's own keeps
+Python's handler.
+
+It used to print a KeyboardInterrupt traceback and exit 1 (or die by the signal, -2). The import is
+held deterministically: a sitecustomize on PYTHONPATH makes the import of numpy (the package's
+first heavy import) print a line and sleep, and the signal is sent once that line is read.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.skipif(os.name != "posix", reason="sends SIGINT")
+
+HOOK = '''
+import signal, sys, time
+
+
+class _HoldNumpy:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy" and "npattn" in sys.modules:
+            sys.meta_path.remove(self)
+            default = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            print("holding the import of numpy; Python's handler:", default, flush=True)
+            time.sleep(30)
+        return None
+
+
+sys.meta_path.insert(0, _HoldNumpy())
+'''
+
+SCRIPT = "import sys\nfrom npattn.cli.main import entry\nsys.exit(entry())\n"  # what pip writes
+
+
+def _interrupted(tmp_path, argv):
+    (tmp_path / "hook").mkdir()
+    (tmp_path / "hook" / "sitecustomize.py").write_text(HOOK)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "hook"), str(ROOT)])}
+    proc = subprocess.Popen(
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )  # fmt: skip
+    try:
+        line = proc.stdout.readline()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    return line, proc.returncode, err
+
+
+@pytest.mark.parametrize("how", ["-m", "script"])
+def test_ctrl_c_during_the_import_of_the_command_is_one_line_and_130(tmp_path, how):
+    if how == "-m":
+        argv = [sys.executable, "-m", "npattn", "train", "--steps", "5"]
+    else:
+        (tmp_path / "npattn").write_text(SCRIPT)
+        argv = [sys.executable, str(tmp_path / "npattn"), "train", "--steps", "5"]
+    line, code, err = _interrupted(tmp_path, argv)
+    assert (code, err) == (130, "npattn train: interrupted\n")
+    assert line.startswith("holding the import of numpy; Python's handler: False")  # the guard was on
+
+
+def test_import_npattn_in_a_program_keeps_pythons_handler(tmp_path):
+    program = "import signal, npattn\nprint(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    (tmp_path / "mine.py").write_text(program)
+    line, code, err = _interrupted(tmp_path, [sys.executable, str(tmp_path / "mine.py")])
+    assert line.startswith("holding the import of numpy; Python's handler: True")
+    assert code == -signal.SIGINT and err.rstrip().endswith("KeyboardInterrupt")  # Python's own, untouched
+
+
+def test_after_the_import_the_handler_is_pythons_again(tmp_path):
+    code = "import signal, sys; sys.argv[0] = '-m'; sys.orig_argv = ['python', '-m', 'npattn']; import npattn; "
+    code += "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, npattn._guarded)"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True", "True"], out.stderr
