@@ -866,8 +866,21 @@ def chapter3_bad_inputs() -> list[BadInput]:
             npattn.DTypeError,
             "float64",
         ),
+        (
+            "Dropout.fixed_keep",
+            "a mask that drops elements with p=0, in training (was ignored)",
+            lambda: _fixed(npattn.Dropout(0.0), np.eye(2, dtype=bool))(np.ones((2, 2))),
+            npattn.ConfigError,
+            "Dropout.fixed_keep drops 2 of 4 weights but p=0.0",
+        ),
     ]
     return [BadInput(*row) for row in rows]
+
+
+def _fixed(dropout: npattn.Dropout, keep: np.ndarray) -> npattn.Dropout:
+    """``dropout`` with ``fixed_keep = keep``."""
+    dropout.fixed_keep = keep
+    return dropout
 
 
 def _with_grad(grad: Callable[[npattn.Parameter], Any]) -> npattn.Module:

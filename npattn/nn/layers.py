@@ -15,7 +15,7 @@ import numpy as np
 from npattn._checks import as_array, as_features, check_bool, check_grad_output, check_positive_int, check_probability
 from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
-from npattn.nn.functional.contract import check_bool_mask
+from npattn.nn.functional.contract import check_bool_mask, check_keep_needs_p
 from npattn.nn.module import Module, Parameter
 from npattn.random import RNGLike, TorchGenerator, linear_init_bounds, resolve_rng, uniform_init
 
@@ -104,6 +104,8 @@ class Dropout(Module):
         ConfigError: p outside [0, 1) (also when assigned later: ``d.p = 'abc'``), a bad rng.
         DTypeError: ``fixed_keep`` that is not a bool array.
         ShapeError: ``fixed_keep`` that does not broadcast to the input's shape.
+        ConfigError: in training mode, a ``fixed_keep`` that drops anything while p = 0 (the kept
+            elements would not be rescaled; an all-True mask is the identity and is accepted).
     """
 
     _fixed_keep: np.ndarray | None
@@ -145,9 +147,12 @@ class Dropout(Module):
         Raises:
             ShapeError: ``fixed_keep`` does not broadcast to ``shape``.
         """
-        if not self.training or self.p == 0.0:
+        if not self.training:
             return None
         keep = self.fixed_keep
+        check_keep_needs_p(keep, self.p, "Dropout.fixed_keep", "p")
+        if self.p == 0.0:
+            return None
         if keep is None:
             if isinstance(self.rng, TorchGenerator):
                 return self.rng.bernoulli(tuple(shape), 1.0 - self.p, dtype=bool)

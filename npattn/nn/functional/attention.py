@@ -37,7 +37,7 @@ import numpy as np
 
 from npattn._checks import check_allocation, check_nonnegative_int
 from npattn.errors import DTypeError, ShapeError
-from npattn.nn.functional.contract import check_dropout
+from npattn.nn.functional.contract import check_dropout, check_keep_needs_p
 
 __all__ = [
     "Recorder",
@@ -314,12 +314,14 @@ def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tup
     The cache holds a copy of keep (the output already used it).
 
     Raises:
-        ConfigError: p outside [0, 1). DTypeError: keep not a bool array.
+        ConfigError: p outside [0, 1); p = 0 with a keep that drops anything (nothing would be
+            rescaled). DTypeError: keep not a bool array.
         ShapeError: keep does not broadcast to attn_weights."""
     if not _broadcasts_to(keep.shape, attn_weights.shape):
         raise _shape_error(
             "dropout_forward", "keep must broadcast to attn_weights", attn_weights=attn_weights, keep=keep
         )
+    check_keep_needs_p(keep, p, "dropout_forward: keep", "p")
     dtype = attn_weights.dtype if attn_weights.dtype.kind == "f" else np.dtype(np.float64)
     wide = np.promote_types(dtype, np.float32)  # PyTorch's opmath type: float for half
     scale = (np.ones((), dtype=wide) / np.asarray(1.0 - p, dtype=wide)).astype(dtype)

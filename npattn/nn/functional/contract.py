@@ -40,7 +40,15 @@ import numpy as np
 from npattn._checks import MASKS, check_positive_int, check_probability, stage_arrays
 from npattn.errors import ConfigError, DTypeError, ShapeError
 
-__all__ = ["StageCache", "check_bool_mask", "check_dropout", "stage_cache", "stage_contract", "wrap_stages"]
+__all__ = [
+    "StageCache",
+    "check_bool_mask",
+    "check_dropout",
+    "check_keep_needs_p",
+    "stage_cache",
+    "stage_contract",
+    "wrap_stages",
+]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -83,7 +91,8 @@ def check_bool_mask(mask: np.ndarray, name: str, meaning: str) -> np.ndarray:
 
 
 def check_dropout(keep: np.ndarray | None, p: Any, stage: str) -> None:
-    """``p`` in [0, 1), and a keep mask wherever p > 0: without one no dropout would run."""
+    """``p`` in [0, 1), a keep mask wherever p > 0 (without one no dropout would run), and p > 0
+    wherever the keep mask drops a weight (``check_keep_needs_p``)."""
     if type(p) is not float or not 0.0 <= p < 1.0:
         p = check_probability(p, f"{stage}: dropout_p")
     if keep is None and p > 0:
@@ -91,6 +100,23 @@ def check_dropout(keep: np.ndarray | None, p: Any, stage: str) -> None:
             f"{stage}: dropout_p={p} needs dropout_keep (the bool mask of kept weights, e.g. "
             "TorchGenerator.bernoulli(shape, 1 - p, dtype=bool)); without it no dropout would run. "
             "Pass dropout_p=0.0 for no dropout"
+        )
+    check_keep_needs_p(keep, p, f"{stage}: dropout_keep", "dropout_p")
+
+
+def check_keep_needs_p(keep: np.ndarray | None, p: float, keep_name: str, p_name: str) -> None:
+    """A keep mask that drops anything needs p > 0: with p = 0 the kept weights would not be scaled
+    by 1 / (1 - p), so the mask would zero weights without inverted dropout's rescaling (an all-True
+    mask with p = 0 is the identity, and is accepted).
+
+    Raises:
+        ConfigError: ``keep`` holds a False while ``p`` is 0.
+    """
+    if keep is not None and p == 0 and not keep.all():
+        dropped = keep.size - int(np.count_nonzero(keep))
+        raise ConfigError(
+            f"{keep_name} drops {dropped} of {keep.size} weights but {p_name}=0.0: dropout with p = 0 "
+            "drops nothing and scales nothing; give the p the mask was drawn with, or no mask"
         )
 
 
