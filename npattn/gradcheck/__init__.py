@@ -45,6 +45,7 @@ import numpy as np
 from npattn._checks import as_array, from_tensor
 from npattn.errors import ConfigError, DTypeError, GradcheckError
 from npattn.gradcheck.compare import STEPS, _compare
+from npattn.gradcheck.gradients import _gradient
 from npattn.gradcheck.report import DETECTS, GradcheckReport, TensorCheck, _finish, max_relative_error
 from npattn.gradcheck.settings import (
     DIFFERENCE_NOISE,
@@ -159,13 +160,13 @@ def gradcheck(
     for name, param in model.named_parameters():
         if name not in first:  # frozen: no gradient to check
             continue
-        analytical = first[name]
+        analytical = _gradient(first[name], name, param.data.shape)
         check = _compare(
             name, param.data, analytical, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise, report.rounding
         )
         report.checks.append(check)
     if check_input:
-        dx = np.asarray(dx)
+        dx = _gradient(dx, "x", x64.shape)
         check = _compare("x", x64, dx, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise, report.rounding)
         report.checks.append(check)
     return _finish(report, raise_exception)
