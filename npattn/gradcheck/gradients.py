@@ -84,11 +84,12 @@ def _match_gradients(
     if numbers and k == len(floats) - len(numbers):
         params = _parameter_names(forward)
         said = ", ".join(f"{names[i]} ({_number(inputs[i])})" for i in numbers)
-        example = ", ".join(f"{params[i]!r}: {_number(inputs[i])}" for i in numbers if i < len(params))
-        how = f" (kwargs={{{example}}})" if example and len(params) >= max(numbers) + 1 else ""
+        how = "kwargs= (a dict of the forward's keyword arguments)"
+        if len(params) > max(numbers):
+            how = "kwargs={" + ", ".join(f"{params[i]!r}: {_number(inputs[i])}" for i in numbers) + "}"
         raise ConfigError(
-            f"gradcheck_stage: {said} is a number the backward gives no gradient for (it returned {k} gradients "
-            f"for {n} inputs): pass such arguments through kwargs={how}, not as inputs"
+            f"gradcheck_stage: {said} is a number the backward gives no gradient for (it returned {k} gradient"
+            f"{'s' * (k != 1)} for {n} inputs): pass such arguments through {how}, not as inputs"
         )
     skipped = f", or one per checked input ({len(floats)})" if len(floats) != n else ""
     raise GradcheckError(f"backward returned {k} gradients for {n} inputs (expected one gradient per input{skipped})")

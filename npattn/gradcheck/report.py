@@ -120,8 +120,8 @@ class GradcheckReport:
         if not self.unchecked:
             return ""
         return (
-            f"note: not checked: {self.unchecked} (the forward refuses them as floats, or the backward returns "
-            "no gradient for them)"
+            f"note: {self.unchecked}: passed to the forward unchanged and unperturbed (it refuses them as "
+            "floats, e.g. token ids, or the backward returns no gradient for them)"
         )
 
     def small_gradients(self) -> list[str]:

@@ -34,12 +34,14 @@ def gradcheck_stage(
 
     ``forward(*inputs, **kwargs) -> (out, cache)`` and ``backward(G, cache)`` returning one
     gradient per input (``kwargs`` holds what is not differentiated: a mask, a scale, a
-    dropout mask). Inputs are copied to float64, except integer inputs (token ids), which are
-    passed unchanged and unperturbed, with no gradient checked: ``backward`` may return one
-    gradient per input (whatever it returns for an integer input is ignored) or one per
-    floating-point input. Every forward call gets its own copy of the inputs (a forward may edit
-    them in place). The forward runs on other inputs first, as in ``gradcheck``: a backward that
-    keeps an earlier forward's state instead of its ``cache`` fails, and the error says so.
+    dropout mask). Inputs are copied to float64; an integer or boolean input is checked as float64
+    when the forward accepts it so, and otherwise (token ids, refused as floats) passed unchanged,
+    unperturbed and named in the report as not checked. ``backward`` returns a tuple of one
+    gradient per input (whatever it returns for an unchecked input is ignored), per checked input,
+    or per floating-point input as given. Every forward call gets its own copy of the inputs (a
+    forward may edit them in place). The forward runs on other inputs first, as in ``gradcheck``: a
+    backward that keeps an earlier forward's state instead of its ``cache`` fails, and the error
+    says so.
 
     Example::
 
@@ -47,12 +49,14 @@ def gradcheck_stage(
 
     Raises:
         GradcheckError: a tensor failed and ``raise_exception`` is True; ``forward`` did not return
-            ``(out, cache)`` with ``out`` an ndarray of floats, or ``backward`` not one gradient per
-            input (or per floating-point input).
+            ``(out, cache)`` with ``out`` an ndarray of floats; ``backward`` returned another count
+            of gradients, or a gradient that is not real numbers (complex, booleans, strings, None).
         ConfigError: ``forward``/``backward`` not callable; ``inputs`` not a non-empty list or
-            tuple; ``kwargs`` not a dict; an input or an output with no elements; only integer
-            inputs; a forward output holding NaN or inf; the settings ``gradcheck`` refuses (a
-            tolerance below the differences' own noise among them).
+            tuple; ``kwargs`` not a dict; an input or an output with no elements; only inputs the
+            forward refuses as floats; a forward output holding NaN or inf; ``backward`` returning
+            a bare array instead of a tuple, or no gradient for a number passed as an input (it
+            belongs in ``kwargs``); the settings ``gradcheck`` refuses (a tolerance below the
+            differences' own noise among them).
     """
     _check_settings(
         eps, 0.0 if atol is None else atol, rtol, n_directions, seed,
