@@ -22,9 +22,9 @@ off by 0.01% (x 1.0001) or, for any tensor, one with its sign flipped would pass
 is never refused: a tensor too small for it gets its own, as above, even when all are that small).
 So is a check whose numerical gradient cannot be trusted: a forward output holding NaN or inf,
 and an eps below ``MIN_EPS`` times the largest magnitude perturbed (at least ``MIN_EPS``).
-Rounding x + eps in float64 errs by up to 1.1e-16 |x|, an error of 1.1e-16 |x| / eps in the step: at eps = 1e-10 |x| that is about 1e-6 of
-the gradient, 100 times below the 1e-4 a check must detect; with a smaller eps the round-off
-swamps the gradient (at eps = 1e-30 every difference rounds to zero).
+Rounding x + eps in float64 errs by up to 1.1e-16 |x|, an error of 1.1e-16 |x| / eps in the
+step: at eps = 1e-10 |x| that is about 1e-6 of the gradient, 100 times below the 1e-4 a check
+must detect; with a smaller eps the round-off swamps the gradient (at eps = 1e-30 every difference rounds to zero).
 A failure the differences cannot tell from their own noise is refused too (ConfigError, naming the
 tolerance and the floor): every failed tensor's error within the rounding noise at eps, or ten
 times the change between the differences at eps and 2 eps (a caller's atol = 0 on a correct
