@@ -91,7 +91,7 @@ def test_integer_stage_inputs_pass_through_unconverted_and_unchecked():
 
 def test_only_integer_inputs_is_refused():
     with pytest.raises(ConfigError, match="every input is integer"):
-        npattn.gradcheck_stage(lambda i: (i * 1.0, None), lambda d, c: (d,), [np.array([1, 2])])
+        npattn.gradcheck_stage(lambda i: (np.ones(3)[i], None), lambda d, c: (d,), [np.array([1, 2])])
 
 
 def test_a_forward_returning_a_torch_tensor_is_still_checked():

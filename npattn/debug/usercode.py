@@ -57,7 +57,7 @@ from npattn.debug.userbackward import (
     pair_hint,
     seeded,
 )
-from npattn.debug.weights import check_weights, returned_array, to_numpy, weights_of
+from npattn.debug.weights import check_weights, describe_value, returned_array, to_numpy, weights_of
 from npattn.errors import ConfigError, DTypeError, NpattnError, ShapeError
 from npattn.nn.attention import MultiHeadAttention, SelfAttention_v1
 
@@ -401,6 +401,9 @@ def _check(
         frames = traceback.extract_tb(exc.__traceback__)
         where = f" (at {frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name})" if frames else ""
         raise ConfigError(f"{user.name} raised {type(exc).__name__}: {exc}{where}") from exc
+    if user.pair and isinstance(returned, tuple):  # (out, cache) of arrays that stack: never read as one array
+        said = f"{user.name} returned {describe_value(returned)}, expected the output alone (it returns (output, cache)"
+        raise DTypeError(f"{said} next to its backward): {user.pair}")
     output = returned_array(returned, user.name, user.pair)  # npattn's conversion, outside the user's code
     if output.dtype.kind not in "fiu":  # never compared after a silent conversion (complex, strings, objects)
         what = "None (a missing return?)" if returned is None else f"an output of dtype {output.dtype}"

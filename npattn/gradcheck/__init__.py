@@ -17,14 +17,14 @@ at h = eps, 100 eps or 10^4 eps; below the noise at every step, the report says 
 A backward must add to ``.grad``: a second forward and backward must double every gradient.
 
 A check that cannot fail is refused (ConfigError) rather than passed: an input with no elements,
-rtol >= 1e-4, and an atol so wide that, for the largest gradient compared, a gradient off by
-0.01% (x 1.0001) or with its sign flipped would pass (a caller's atol: for any tensor, with its
-sign flipped). So is a check whose numerical gradient
-cannot be trusted: a forward output holding NaN or inf, and an eps below ``MIN_EPS`` times the
-largest magnitude perturbed (at least ``MIN_EPS``). Rounding x + eps in float64 errs by up to
-1.1e-16 |x|, an error of 1.1e-16 |x| / eps in the step: at eps = 1e-10 |x| that is about 1e-6 of
-the gradient, 100 times below the 1e-4 a check must detect; with a smaller eps the round-off
-swamps the gradient (at eps = 1e-30 every difference rounds to zero).
+rtol >= 1e-4, and a caller's atol so wide that, for the largest gradient compared, a gradient
+off by 0.01% (x 1.0001) or, for any tensor, one with its sign flipped would pass (the default atol
+is never refused: a tensor too small for it gets its own, as above, even when all are that small).
+So is a check whose numerical gradient cannot be trusted: a forward output holding NaN or inf,
+and an eps below ``MIN_EPS`` times the largest magnitude perturbed (at least ``MIN_EPS``).
+Rounding x + eps in float64 errs by up to 1.1e-16 |x|, an error of 1.1e-16 |x| / eps in the
+step: at eps = 1e-10 |x| that is about 1e-6 of the gradient, 100 times below the 1e-4 a check
+must detect; with a smaller eps the round-off swamps the gradient (at eps = 1e-30 every difference rounds to zero).
 A failure the differences cannot tell from their own noise is refused too (ConfigError, naming the
 tolerance and the floor): every failed tensor's error within the rounding noise at eps, or ten
 times the change between the differences at eps and 2 eps (a caller's atol = 0 on a correct
@@ -45,6 +45,7 @@ import numpy as np
 from npattn._checks import as_array, from_tensor
 from npattn.errors import ConfigError, DTypeError, GradcheckError
 from npattn.gradcheck.compare import STEPS, _compare
+from npattn.gradcheck.gradients import _gradient
 from npattn.gradcheck.report import DETECTS, GradcheckReport, TensorCheck, _finish, max_relative_error
 from npattn.gradcheck.settings import (
     DIFFERENCE_NOISE,
@@ -91,15 +92,16 @@ def gradcheck(
         GradcheckReport, truthy when every tensor passed.
     Raises:
         GradcheckError: a tensor failed and ``raise_exception`` is True (names the tensor, the
-            index, the numerical and the analytical value); the forward returned something other
+            index, the numerical and the analytical value); a ``.grad`` or dx that is not real
+            numbers (complex, booleans, strings); the forward returned something other
             than an ndarray of floats (a tuple, None, integers).
         ConfigError: the module has no parameters or no backward, or a random forward (a Dropout
             with p > 0 in training mode without ``fixed_keep``); ``x`` has no elements or holds
             NaN or inf; the forward output holds NaN or inf; eps <= 0 or below ``MIN_EPS`` times the
             largest magnitude perturbed; every failure's error within the differences' own noise
             (the tolerance is below what they can resolve); atol or rtol < 0, rtol >= 1e-4,
-            n_directions < 1, a negative seed, a flag that is not a bool; an atol so wide, or
-            gradients so small, that the check could not fail (see the module docstring).
+            n_directions < 1, a negative seed, a flag that is not a bool; an atol given so wide, for
+            these gradients, that the check could not fail (see the module docstring).
         DTypeError: ``x`` is not floating point (integers are refused unless ``check_input=False``).
     """
     if not isinstance(module, Module):
@@ -159,13 +161,13 @@ def gradcheck(
     for name, param in model.named_parameters():
         if name not in first:  # frozen: no gradient to check
             continue
-        analytical = first[name]
+        analytical = _gradient(first[name], name, param.data.shape)
         check = _compare(
             name, param.data, analytical, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise, report.rounding
         )
         report.checks.append(check)
     if check_input:
-        dx = np.asarray(dx)
+        dx = _gradient(dx, "x", x64.shape)
         check = _compare("x", x64, dx, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise, report.rounding)
         report.checks.append(check)
     return _finish(report, raise_exception)

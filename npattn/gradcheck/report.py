@@ -68,6 +68,8 @@ class GradcheckReport:
     copied: str = ""  # gradcheck: what the float64 copy leaves unchecked (a module in another dtype)
     rounding: float = 0.0  # the differences' rounding noise at eps, whatever the atol
     reason: str = ""  # why the failed tensors failed, when the check can tell (a backward ignoring its cache)
+    precision: str = ""  # the part of ``note`` that says the forward computes in float32
+    unchecked: str = ""  # gradcheck_stage: the inputs not checked ("input0: integer ids, not checked")
 
     @property
     def passed(self) -> bool:
@@ -96,15 +98,31 @@ class GradcheckReport:
                 f"{c.name:<16} {shape:<12} {c.max_abs_error:>12.3e} {c.max_rel_error:>12.3e} "
                 f"{c.allowed:>10.2e} {margin:>9}  {'ok' if c.passed else 'FAIL'}"
             )
-        rows.append(f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {'PASSED' if self.passed else 'FAILED'}")
+        rows.append(f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {self.verdict}")
         rows += self.small_gradients()
         if self.copied:
             rows.append(self.copied)
-        if self.note and not self.passed:
-            rows.append(self.note)
+        if self.unchecked:
+            rows.append(self.unchecked_note)
+        if self.precision and not self.passed:
+            rows.append(self.precision)
         if self.reason and not self.passed:
             rows.append(self.reason)
         return "\n".join(rows)
+
+    @property
+    def verdict(self) -> str:
+        """PASSED or FAILED, with the inputs not checked in parentheses (never a bare PASSED then)."""
+        return ("PASSED" if self.passed else "FAILED") + (f" ({self.unchecked})" if self.unchecked else "")
+
+    @property
+    def unchecked_note(self) -> str:
+        if not self.unchecked:
+            return ""
+        return (
+            f"note: {self.unchecked}: passed to the forward unchanged and unperturbed (it refuses them as "
+            "floats, e.g. token ids, or the backward returns no gradient for them)"
+        )
 
     def small_gradients(self) -> list[str]:
         """A line for each tensor whose gradient is too small for the default atol at eps: checked
@@ -142,7 +160,7 @@ class GradcheckReport:
             for c in self.checks
         ]
         header = ["tensor", "shape", "max abs err", "max rel err", "allowed", "margin", "result"]
-        verdict = f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {'PASSED' if self.passed else 'FAILED'}"
+        verdict = f"eps={self.eps:g} atol={self.atol:g} rtol={self.rtol:g}: {self.verdict}"
         return _html.wrap(_html.table(header, rows, caption="gradient check"), text=verdict)
 
 
@@ -167,8 +185,9 @@ def _check_can_fail(report: GradcheckReport) -> None:
             "so no wrong gradient could fail the check"
         )
     largest = max((c.scale for c in report.checks), default=0.0)
-    # All gradients zero: the check still fails any analytical gradient above atol.
-    if largest > 0.0 and report.atol + report.rtol * largest >= DETECTS * largest:
+    # All gradients zero: the check still fails any analytical gradient above atol. The default atol
+    # is not refused: each tensor below it already has the tolerance its differences can tell.
+    if report.user_atol and largest > 0.0 and report.atol + report.rtol * largest >= DETECTS * largest:
         raise ConfigError(
             f"gradcheck: atol={report.atol:g} is too wide for these gradients (the largest is {largest:.3g}): "
             f"a gradient off by 0.01% (x 1.0001) or with its sign flipped would pass; "
@@ -190,7 +209,7 @@ def _check_resolvable(report: GradcheckReport) -> None:
     error is within the noise of its central differences, the tolerance, not the backward, failed.
     A forward in float32 (``note``) keeps its GradcheckError and the note that says to fix it."""
     failures = report.failures
-    if failures and not report.note and all(c.within_noise for c in failures):
+    if failures and not report.precision and all(c.within_noise for c in failures):
         c = max(failures, key=lambda c: c.noise_floor or 0.0)
         error = c.element_error if c.element_allowed is not None else c.max_abs_error
         raise ConfigError(

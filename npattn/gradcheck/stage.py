@@ -10,6 +10,7 @@ import numpy as np
 from npattn._checks import as_array, from_tensor
 from npattn.errors import ConfigError, GradcheckError
 from npattn.gradcheck.compare import _compare
+from npattn.gradcheck.gradients import _gradient, _match_gradients
 from npattn.gradcheck.report import GradcheckReport, _finish
 from npattn.gradcheck.settings import _check_eps, _check_output, _check_same, _check_settings, _new_report
 
@@ -33,12 +34,14 @@ def gradcheck_stage(
 
     ``forward(*inputs, **kwargs) -> (out, cache)`` and ``backward(G, cache)`` returning one
     gradient per input (``kwargs`` holds what is not differentiated: a mask, a scale, a
-    dropout mask). Inputs are copied to float64, except integer inputs (token ids), which are
-    passed unchanged and unperturbed, with no gradient checked: ``backward`` may return one
-    gradient per input (whatever it returns for an integer input is ignored) or one per
-    floating-point input. Every forward call gets its own copy of the inputs (a forward may edit
-    them in place). The forward runs on other inputs first, as in ``gradcheck``: a backward that
-    keeps an earlier forward's state instead of its ``cache`` fails, and the error says so.
+    dropout mask). Inputs are copied to float64; an integer or boolean input is checked as float64
+    when the forward accepts it so, and otherwise (token ids, refused as floats) passed unchanged,
+    unperturbed and named in the report as not checked. ``backward`` returns a tuple of one
+    gradient per input (whatever it returns for an unchecked input is ignored), per checked input,
+    or per floating-point input as given. Every forward call gets its own copy of the inputs (a
+    forward may edit them in place). The forward runs on other inputs first, as in ``gradcheck``: a
+    backward that keeps an earlier forward's state instead of its ``cache`` fails, and the error
+    says so.
 
     Example::
 
@@ -46,12 +49,14 @@ def gradcheck_stage(
 
     Raises:
         GradcheckError: a tensor failed and ``raise_exception`` is True; ``forward`` did not return
-            ``(out, cache)`` with ``out`` an ndarray of floats, or ``backward`` not one gradient per
-            input (or per floating-point input).
+            ``(out, cache)`` with ``out`` an ndarray of floats; ``backward`` returned another count
+            of gradients, or a gradient that is not real numbers (complex, booleans, strings, None).
         ConfigError: ``forward``/``backward`` not callable; ``inputs`` not a non-empty list or
-            tuple; ``kwargs`` not a dict; an input or an output with no elements; only integer
-            inputs; a forward output holding NaN or inf; the settings ``gradcheck`` refuses (a
-            tolerance below the differences' own noise among them).
+            tuple; ``kwargs`` not a dict; an input or an output with no elements; only inputs the
+            forward refuses as floats; a forward output holding NaN or inf; ``backward`` returning
+            a bare array instead of a tuple, or no gradient for a number passed as an input (it
+            belongs in ``kwargs``); the settings ``gradcheck`` refuses (a tolerance below the
+            differences' own noise among them).
     """
     _check_settings(
         eps, 0.0 if atol is None else atol, rtol, n_directions, seed,
@@ -72,7 +77,6 @@ def gradcheck_stage(
     if not all(isinstance(k, str) for k in kwargs):
         raise ConfigError(f"gradcheck_stage: kwargs' keys must be argument names (str), got {list(kwargs)!r}")
     arrays = [_stage_input(a, f"inputs[{i}]") for i, a in enumerate(inputs)]
-    floats = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"]  # integer inputs: no gradient
     names = list(names) if names is not None else [f"input{i}" for i in range(len(arrays))]
     if len(names) != len(arrays):
         raise ConfigError(f"gradcheck_stage: {len(names)} names for {len(arrays)} inputs")
@@ -88,10 +92,14 @@ def gradcheck_stage(
             f"gradcheck_stage needs finite inputs: {', '.join(nonfinite)} holds NaN or inf, "
             "so no gradient can be compared"
         )
+    given = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"]  # floating-point as given
+    unchecked = _as_floats(forward, arrays, kwargs)  # integer inputs the forward refuses as floats (token ids)
+    floats = [i for i in range(len(arrays)) if i not in unchecked]
     if not floats:
         raise ConfigError(
-            f"gradcheck_stage: every input is integer ({', '.join(names)}), so there is no gradient to check; "
-            "integer inputs (token ids) are passed unchanged next to at least one floating-point input"
+            f"gradcheck_stage: every input is integer ({', '.join(names)}) and the forward refuses them as floats "
+            "(token ids), so there is no gradient to check; integer inputs (token ids) are passed unchanged next "
+            "to at least one floating-point input"
         )
     _check_eps(eps, [arrays[i] for i in floats])
     rng = np.random.default_rng(seed)
@@ -105,7 +113,7 @@ def gradcheck_stage(
 
     # a forward on other inputs first, as gradcheck does: a backward that keeps an earlier forward's
     # state instead of the cache it is given is then differentiated against the wrong forward and fails
-    earlier = [np.roll(a, 1) if a.dtype.kind in "iu" else a * 0.5 + 0.25 for a in arrays]
+    earlier = [np.roll(a, 1) if a.dtype.kind in "iub" else np.array(a * 0.5 + 0.25) for a in arrays]
     forward(*(a.copy() for a in earlier), **kwargs)
     first_out = run()[0]
     out, cache = run()
@@ -117,21 +125,20 @@ def gradcheck_stage(
         )
     G = rng.standard_normal(np.shape(out))
     grads = backward(G.copy(), cache)  # a copy: a backward that edits its d_out must not change G
-    if not isinstance(grads, (list, tuple)) or len(grads) not in (len(arrays), len(floats)):
-        got = f"{len(grads)} gradients" if isinstance(grads, (list, tuple)) else type(grads).__name__
-        per_float = "" if len(floats) == len(arrays) else f", or one per floating-point input ({len(floats)})"
-        raise GradcheckError(
-            f"backward returned {got} for {len(arrays)} inputs (expected one gradient per input{per_float})"
-        )
+    floats = _match_gradients(grads, forward, inputs, arrays, names, given, floats, unchecked)
     by_input = dict(zip(floats, grads)) if len(grads) != len(arrays) else dict(enumerate(grads))
+    skipped = [f"{names[i]}: {unchecked.get(i, 'integer, no gradient returned')}, not checked"
+               for i in range(len(arrays)) if i not in floats]  # fmt: skip
 
     def loss() -> float:
         return float(np.sum(run()[0] * G))
 
     report = _new_report(out, G, eps, atol, rtol)
+    report.unchecked = "; ".join(skipped)
+    report.note = "\n".join(filter(None, [report.note, report.unchecked_note]))
     atol, noise = report.atol, report.noise
     for i in floats:
-        grad = np.asarray(by_input[i])
+        grad = _gradient(by_input[i], names[i], arrays[i].shape)
         check = _compare(
             names[i], arrays[i], grad, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise, report.rounding
         )
@@ -168,7 +175,7 @@ def _earlier_forward(
     try:
         for i, check in zip(floats, report.checks):
             if check.name in failed:
-                grad = np.asarray(by_input[i])
+                grad = _gradient(by_input[i], check.name, earlier[i].shape)
                 at = _compare(check.name, earlier[i], grad, loss, eps, report.atol, rtol, False, 1, rng, report.noise)
                 if not at.passed:
                     return ""
@@ -183,7 +190,26 @@ def _earlier_forward(
 
 
 def _stage_input(value: Any, name: str) -> np.ndarray:
-    """A stage input as float64, or unchanged when it holds integers (token ids: not differentiated)."""
+    """A stage input as float64, or unchanged when it holds integers or booleans (``_as_floats``
+    decides whether they are checked)."""
     arr = as_array(value, name)  # refuses ragged and non-numeric data with a clear message
     raw = np.asarray(from_tensor(value))
-    return np.array(raw) if raw.dtype.kind in "iu" else np.array(arr, dtype=np.float64)
+    return np.array(raw) if raw.dtype.kind in "iub" else np.array(arr, dtype=np.float64)
+
+
+def _as_floats(forward: Callable[..., Any], arrays: list[np.ndarray], kwargs: dict[str, Any]) -> dict[int, str]:
+    """Convert (in ``arrays``) each integer or boolean input the forward accepts as float64 numbers,
+    so that its gradient is checked; {index: why} for those it refuses as floats (token ids for an
+    embedding): those are passed unchanged and named in the report as not checked."""
+    refused = {}
+    for i, a in enumerate(arrays):
+        if a.dtype.kind not in "iub":
+            continue
+        trial = [b.astype(np.float64) if j == i else b.copy() for j, b in enumerate(arrays)]
+        try:
+            forward(*trial, **kwargs)
+        except Exception:  # refused as floats: token ids, indices
+            refused[i] = "boolean" if a.dtype.kind == "b" else "integer ids"
+            continue
+        arrays[i] = a.astype(np.float64)
+    return refused
