@@ -37,6 +37,7 @@ from npattn.optim.checks import as_number
 from npattn.train import atomic, checkpoint, digest
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm
+from npattn.train.lm_continue import check_continues
 from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
 from npattn.train.loop import Progress, check_optimizer_settings, check_optimizer_steps
 from npattn.train.resume import check_resumed_settings
@@ -280,19 +281,13 @@ def _resume_settings(stored: LMSettings, given: dict[str, Any]) -> LMSettings:
 def _check_resumed(history: LMHistory, settings: LMSettings, steps_per_epoch: int, name: str) -> None:
     """The history fits these loaders (its counters are the ones its step count gives), and the run
     asks for at least the steps already taken."""
-    if history.batch > steps_per_epoch:
-        raise CheckpointError(
-            f"{name!r}: history.batch {history.batch} is beyond the {steps_per_epoch} batches of an epoch"
-        )
+    check_continues(history, steps_per_epoch, None, None, repr(name))
     try:
         history.check_counts(steps_per_epoch, settings.batch_size * settings.context_length)
     except CheckpointError as exc:
         raise CheckpointError(f"{name!r}: {exc}") from None
-    done = history.global_step + 1
-    if settings.steps is not None and settings.steps < done:
-        raise ConfigError(f"steps={settings.steps} is below the checkpoint's step count {done}")
-    if settings.epochs is not None and settings.epochs < history.epoch:
-        raise ConfigError(f"epochs={settings.epochs} is below the checkpoint's epoch count {history.epoch}")
+    steps, epochs = settings.steps, settings.epochs
+    check_continues(history, steps_per_epoch, steps, epochs, repr(name), ("steps", "epochs"), "the checkpoint")
 
 
 def _check_sampling(settings: LMSettings, tokenizer: Tokenizer) -> None:
