@@ -358,9 +358,12 @@ def run_lm(
         if saved["run"]["text_sha256"] != text_sha256:
             read = "the default corpus" if settings.text is None else repr(os.path.abspath(settings.text))
             relative = settings.text is not None and "text" not in given and not os.path.isabs(settings.text)
+            chars = saved["run"]["text_chars"]
+            size = (f"{len(text)} characters, as many as" if chars == len(text) else f"{len(text)} characters, not the "
+                    f"{chars} of")  # fmt: skip
             raise ConfigError(
-                f"the text read from {read} ({len(text)} characters) differs from the one the checkpoint was trained "
-                f"on ({saved['run']['text_chars']} characters); pass the same --text FILE (or none, for the default "
+                f"the text read from {read} differs from the one the checkpoint was trained on ({size} that one: "
+                "the checkpoint keeps its SHA-256, not the text); pass the same --text FILE (or none, for the default "
                 "corpus)" + (f"; the stored --text {settings.text!r} is relative to the folder the run started in"
                              if relative else "")
             )  # fmt: skip
