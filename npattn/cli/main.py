@@ -50,7 +50,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
-    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         """Unrecognized arguments are reported by the command they were given to (``npattn train:
         error: unrecognized arguments: --bogus (see npattn train --help)``), not by ``npattn``."""
         parsed, extras = self.parse_known_args(args, namespace)

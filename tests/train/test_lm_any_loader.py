@@ -56,8 +56,9 @@ def test_the_books_torch_dataloader_trains_as_npattns_loader():
 def test_resuming_inside_an_epoch_needs_npattns_loader():
     history, _ = train(TRAIN, max_steps=3)
     model = npattn.GPTModel(CFG, rng=3)
-    with pytest.raises(ConfigError, match=r"batch 3 inside epoch 0; resuming inside an epoch needs npattn's DataLoader.*list"):
-        npattn.train_lm(model, list(TRAIN), VAL, AdamW(model.parameters()), 2, 5, 2, "The", TOK, history=history, out=None)
+    needs = r"batch 3 inside epoch 0; resuming inside an epoch needs npattn's DataLoader.*list"
+    with pytest.raises(ConfigError, match=needs):
+        npattn.train_lm(model, list(TRAIN), VAL, AdamW(model.parameters()), 2, 5, 2, "The", TOK, history=history)
 
 
 @pytest.mark.parametrize("where", ["train_loader", "val_loader"])
@@ -65,8 +66,9 @@ def test_a_loader_without_a_length_is_refused_naming_it(where):
     loaders = {"train_loader": TRAIN, "val_loader": VAL}
     loaders[where] = iter(list(loaders[where]))
     model = npattn.GPTModel(CFG, rng=3)
-    with pytest.raises(ConfigError, match=rf"train_lm: {where} must be a loader of \(input, target\) batches with a length.*list_iterator"):
-        npattn.train_lm(model, loaders["train_loader"], loaders["val_loader"], AdamW(model.parameters()), 1, 5, 2, "The", TOK)
+    refused = rf"train_lm: {where} must be a loader of \(input, target\) batches with a length.*list_iterator"
+    with pytest.raises(ConfigError, match=refused):
+        npattn.train_lm(model, *loaders.values(), AdamW(model.parameters()), 1, 5, 2, "The", TOK)
 
 
 def test_a_loader_giving_fewer_batches_than_its_length_is_refused():
