@@ -359,11 +359,11 @@ def run_lm(
             read = "the default corpus" if settings.text is None else repr(os.path.abspath(settings.text))
             relative = settings.text is not None and "text" not in given and not os.path.isabs(settings.text)
             chars = saved["run"]["text_chars"]
-            size = (f"{len(text)} characters, as many as" if chars == len(text) else f"{len(text)} characters, not the "
-                    f"{chars} of")  # fmt: skip
+            size = (f"({chars} characters, as many as this one: an edit that kept the length; the checkpoint keeps "
+                    "the text's SHA-256, not the text)" if chars == len(text) else f"({chars} characters)")
             raise ConfigError(
-                f"the text read from {read} differs from the one the checkpoint was trained on ({size} that one: "
-                "the checkpoint keeps its SHA-256, not the text); pass the same --text FILE (or none, for the default "
+                f"the text read from {read} ({len(text)} characters) differs from the one the checkpoint was trained "
+                f"on {size}; pass the same --text FILE (or none, for the default "
                 "corpus)" + (f"; the stored --text {settings.text!r} is relative to the folder the run started in"
                              if relative else "")
             )  # fmt: skip

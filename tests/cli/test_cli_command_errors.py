@@ -31,6 +31,6 @@ def test_a_text_edited_at_the_same_length_is_named_so(tmp_path):
     edited = default_corpus()[:2000]
     text.write_text(edited[:1000] + edited[1001] + edited[1000] + edited[1002:], encoding="utf-8")
     assert len(text.read_text(encoding="utf-8")) == 2000 and text.read_text(encoding="utf-8") != edited
-    same = r"trained on \(2000 characters, as many as that one: the checkpoint keeps its SHA-256, not the text\)"
+    same = r"trained on \(2000 characters, as many as this one: an edit that kept the length; the checkpoint keeps"
     with pytest.raises(ConfigError, match=same):
         run_lm({"steps": 2}, resume=tmp_path / "run.npz", out=None)
