@@ -18,26 +18,27 @@ def check_continues(
     where: str,
     names: tuple[str, str] = ("max_steps", "num_epochs"),
     source: str = "the history",
+    hint: bool = True,
 ) -> None:
     """The history fits a loader of ``steps_per_epoch`` batches (its next batch lies inside an
     epoch), and the run asks for at least the steps and epochs already done (``names``: what the
-    caller calls them; ``steps`` and ``epochs`` are totals, not what is left).
+    caller calls them; ``steps`` and ``epochs`` are totals, not what is left). ``hint``: say so in
+    the messages, and that the loader must match (``train_lm``, whose caller passes the loader).
 
     Raises:
         CheckpointError: ``history.batch`` beyond the batches of an epoch. ConfigError: ``steps``
             below ``global_step + 1`` or ``epochs`` below ``history.epoch``.
     """
+    loader = " (continue with a loader of as many batches per epoch as the one the history was made with)"
     if history.batch > steps_per_epoch:
         raise CheckpointError(
-            f"{where}: history.batch {history.batch} is beyond the {steps_per_epoch} batches of an epoch "
-            "(continue with a loader of as many batches per epoch as the one the history was made with)"
+            f"{where}: history.batch {history.batch} is beyond the {steps_per_epoch} batches of an epoch"
+            + loader * hint
         )
     done = history.global_step + 1
     if steps is not None and steps < done:
-        raise ConfigError(
-            f"{names[0]}={steps} is below {source}'s step count {done} (the total step count, not the steps left)"
-        )
+        total = " (the total step count, not the steps left)" * hint
+        raise ConfigError(f"{names[0]}={steps} is below {source}'s step count {done}{total}")
     if epochs is not None and epochs < history.epoch:
-        raise ConfigError(
-            f"{names[1]}={epochs} is below {source}'s epoch count {history.epoch} (the total, not the epochs left)"
-        )
+        total = " (the total, not the epochs left)" * hint
+        raise ConfigError(f"{names[1]}={epochs} is below {source}'s epoch count {history.epoch}{total}")

@@ -281,13 +281,13 @@ def _resume_settings(stored: LMSettings, given: dict[str, Any]) -> LMSettings:
 def _check_resumed(history: LMHistory, settings: LMSettings, steps_per_epoch: int, name: str) -> None:
     """The history fits these loaders (its counters are the ones its step count gives), and the run
     asks for at least the steps already taken."""
-    check_continues(history, steps_per_epoch, None, None, repr(name))
+    check_continues(history, steps_per_epoch, None, None, repr(name), hint=False)
     try:
         history.check_counts(steps_per_epoch, settings.batch_size * settings.context_length)
     except CheckpointError as exc:
         raise CheckpointError(f"{name!r}: {exc}") from None
     steps, epochs = settings.steps, settings.epochs
-    check_continues(history, steps_per_epoch, steps, epochs, repr(name), ("steps", "epochs"), "the checkpoint")
+    check_continues(history, steps_per_epoch, steps, epochs, repr(name), ("steps", "epochs"), "the checkpoint", False)
 
 
 def _check_sampling(settings: LMSettings, tokenizer: Tokenizer) -> None:
