@@ -23,7 +23,8 @@ def check_continues(
     """The history fits a loader of ``steps_per_epoch`` batches (its next batch lies inside an
     epoch), and the run asks for at least the steps and epochs already done (``names``: what the
     caller calls them; ``steps`` and ``epochs`` are totals, not what is left). ``hint``: say so in
-    the messages, and that the loader must match (``train_lm``, whose caller passes the loader).
+    the messages, begun with ``where``, and that the loader must match (``train_lm``, whose caller
+    passes the loader).
 
     Raises:
         CheckpointError: ``history.batch`` beyond the batches of an epoch. ConfigError: ``steps``
@@ -35,10 +36,10 @@ def check_continues(
             f"{where}: history.batch {history.batch} is beyond the {steps_per_epoch} batches of an epoch"
             + loader * hint
         )
-    done = history.global_step + 1
+    done, at = history.global_step + 1, f"{where}: " * hint
     if steps is not None and steps < done:
         total = " (the total step count, not the steps left)" * hint
-        raise ConfigError(f"{names[0]}={steps} is below {source}'s step count {done}{total}")
+        raise ConfigError(f"{at}{names[0]}={steps} is below {source}'s step count {done}{total}")
     if epochs is not None and epochs < history.epoch:
         total = " (the total, not the epochs left)" * hint
-        raise ConfigError(f"{names[1]}={epochs} is below {source}'s epoch count {history.epoch}{total}")
+        raise ConfigError(f"{at}{names[1]}={epochs} is below {source}'s epoch count {history.epoch}{total}")

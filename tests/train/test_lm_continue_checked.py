@@ -35,7 +35,7 @@ def test_max_steps_below_the_history_is_refused_before_anything_runs():
     model = npattn.GPTModel(CFG, rng=3)
     history = run(model, loader(2), 1, 10)
     before, evals = weights(model), list(history.eval_steps)
-    with pytest.raises(ConfigError, match=r"max_steps=5 is below the history's step count 10 \(the total"):
+    with pytest.raises(ConfigError, match=r"train_lm: max_steps=5 is below the history's step count 10 \(the total"):
         run(model, loader(2), 1, 5, history)
     assert all(np.array_equal(a, b) for a, b in zip(before, weights(model))) and history.eval_steps == evals
     run(model, loader(2), 1, 10, history)  # the total it already has: nothing left, no refusal
@@ -46,7 +46,7 @@ def test_num_epochs_below_the_history_is_refused():
     model = npattn.GPTModel(CFG, rng=3)
     history = run(model, loader(8), 2, None)
     assert history.epoch == 2
-    with pytest.raises(ConfigError, match=r"num_epochs=1 is below the history's epoch count 2"):
+    with pytest.raises(ConfigError, match=r"train_lm: num_epochs=1 is below the history's epoch count 2"):
         run(model, loader(8), 1, None, history)
 
 
