@@ -56,8 +56,10 @@ class _Parser(argparse.ArgumentParser):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             commands = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
-            command = getattr(parsed, "command", None)
-            parser = commands[0].choices.get(command, self) if commands and command else self
+            command = str(getattr(parsed, "command", None))
+            given = list(sys.argv[1:] if args is None else args)
+            ahead = given[: given.index(command)] if command in given else given  # given to npattn itself
+            parser = commands[0].choices.get(command, self) if commands and extras[0] not in ahead else self
             parser.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed
 

@@ -17,8 +17,9 @@ def test_unrecognized_arguments_name_the_command(command, capsys):
     assert err == f"npattn {command}: error: unrecognized arguments: --bogus 3 (see npattn {command} --help)\n"
 
 
-def test_unrecognized_arguments_without_a_command_name_npattn(capsys):
-    assert main(["--bogus"]) == 2
+@pytest.mark.parametrize("argv", [["--bogus"], ["--bogus", "train"]])
+def test_unrecognized_arguments_before_the_command_name_npattn(argv, capsys):
+    assert main(argv) == 2
     assert capsys.readouterr().err == "npattn: error: unrecognized arguments: --bogus (see npattn --help)\n"
 
 
