@@ -50,6 +50,19 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """Unrecognized arguments are reported by the command they were given to (``npattn train:
+        error: unrecognized arguments: --bogus (see npattn train --help)``), not by ``npattn``."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            commands = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+            command = str(getattr(parsed, "command", None))
+            given = list(sys.argv[1:] if args is None else args)
+            ahead = given[: given.index(command)] if command in given else given  # given to npattn itself
+            parser = commands[0].choices.get(command, self) if commands and extras[0] not in ahead else self
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
     def print_help(self, file: Any = None) -> None:
         if file is None and sys.stdout is None:  # `npattn --help >&-`: nowhere to print the help
             _Parser.refused.append("it is closed")

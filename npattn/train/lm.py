@@ -39,6 +39,7 @@ from npattn.nn.module import Module
 from npattn.optim import Optimizer
 from npattn.train.book_device import book_device
 from npattn.train.generate import check_vocab_settings, generate
+from npattn.train.lm_continue import check_continues
 from npattn.train.loop import check_callback, check_finite, check_optimizer_of, check_updated
 from npattn.train.text import DataLoader, GPTDatasetV1, check_tokenizer, largest_stride
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
@@ -296,12 +297,17 @@ def progress_line(epoch: int, history: LMHistory) -> str:
     )
 
 
-def _check_gives_batches(loader: Any, what: str) -> None:
-    """A loader of length 0 is refused (a loader without a length, e.g. a generator, is not checked)."""
+def _check_gives_batches(loader: Any, what: str, name: str) -> None:
+    """A loader must have a length and iterate (what ``calc_loss_loader`` reads: an npattn or torch
+    DataLoader, a list of (input, target) batches); a loader of length 0 is refused."""
     try:
         empty = len(loader) == 0
+        iter(loader)
     except TypeError:
-        return
+        raise ConfigError(
+            f"train_lm: {name} must be a loader of (input, target) batches with a length (an npattn or torch "
+            f"DataLoader, or a list of batches), got {type(loader).__name__}"
+        ) from None
     if empty:
         dataset: Any = getattr(loader, "dataset", None)
         fix = "a longer text, a shorter context or a smaller batch"
@@ -352,7 +358,7 @@ def _check_sampling(model: Any, tokenizer: Tokenizer, start_context: Any, sample
 @book_device(4)
 def train_lm(
     model: Any,
-    train_loader: DataLoader,
+    train_loader: DataLoader | Any,
     val_loader: Any,
     optimizer: Optimizer,
     num_epochs: int,
@@ -396,9 +402,16 @@ def train_lm(
     sample_tokens = check_nonnegative_int(sample_tokens, "sample_tokens")
     if max_steps is not None:
         max_steps = check_nonnegative_int(max_steps, "max_steps")
-    _check_gives_batches(train_loader, "the training data")
-    _check_gives_batches(val_loader, "the validation data (val_loader)")  # its losses would all be nan
+    _check_gives_batches(train_loader, "the training data", "train_loader")
+    _check_gives_batches(val_loader, "the validation data (val_loader)", "val_loader")  # its losses would all be nan
     history = history if history is not None else LMHistory()
+    check_continues(history, len(train_loader), max_steps, num_epochs, "train_lm")
+    if history.batch and not hasattr(train_loader, "batches"):
+        raise ConfigError(
+            f"train_lm: the history stands at batch {history.batch} inside epoch {history.epoch}; resuming inside "
+            f"an epoch needs npattn's DataLoader (its batches of an epoch are always the same), got "
+            f"train_loader of type {type(train_loader).__name__}"
+        )
 
     def evaluate(epoch: int) -> None:
         train_loss, val_loss = evaluate_model(model, train_loader, val_loader, eval_iter)
@@ -425,7 +438,9 @@ def train_lm(
     optimizer.zero_grad()
     while history.epoch < num_epochs and not done():
         epoch = history.epoch
-        batches = train_loader.batches(epoch)
+        # npattn's loader gives the batches of any epoch; another (a list, a torch DataLoader) is iterated
+        # afresh each epoch, as in the book
+        batches = train_loader.batches(epoch) if hasattr(train_loader, "batches") else iter(train_loader)
         for _ in range(history.batch):  # resuming inside an epoch: skip the batches already used
             next(batches)
         for input_batch, target_batch in batches:
@@ -436,7 +451,7 @@ def train_lm(
             check_finite(model, loss.item(), history.global_step + 1)
             optimizer.step()
             check_updated(model, history.global_step + 1)
-            history.tokens_seen += int(np.size(input_batch))
+            history.tokens_seen += int(np.asarray(input_batch).size)
             history.global_step += 1
             history.batch += 1
             history.seconds += time.perf_counter() - started
@@ -448,6 +463,11 @@ def train_lm(
                 on_step(history)
         if history.batch == len(train_loader):
             history.epoch, history.batch = epoch + 1, 0
+        elif not done():  # a loader of one's own that gives fewer batches than its len() says
+            raise ConfigError(
+                f"train_lm: train_loader gave {history.batch} batches in epoch {epoch}, not the {len(train_loader)} "
+                "its len() gives"
+            )
         if done() and history.eval_steps[-1:] != [history.global_step]:
             evaluate(epoch)
         sample()

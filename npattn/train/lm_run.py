@@ -37,6 +37,7 @@ from npattn.optim.checks import as_number
 from npattn.train import atomic, checkpoint, digest
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm
+from npattn.train.lm_continue import check_continues
 from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
 from npattn.train.loop import Progress, check_optimizer_settings, check_optimizer_steps
 from npattn.train.resume import check_resumed_settings
@@ -280,19 +281,13 @@ def _resume_settings(stored: LMSettings, given: dict[str, Any]) -> LMSettings:
 def _check_resumed(history: LMHistory, settings: LMSettings, steps_per_epoch: int, name: str) -> None:
     """The history fits these loaders (its counters are the ones its step count gives), and the run
     asks for at least the steps already taken."""
-    if history.batch > steps_per_epoch:
-        raise CheckpointError(
-            f"{name!r}: history.batch {history.batch} is beyond the {steps_per_epoch} batches of an epoch"
-        )
+    check_continues(history, steps_per_epoch, None, None, repr(name), hint=False)
     try:
         history.check_counts(steps_per_epoch, settings.batch_size * settings.context_length)
     except CheckpointError as exc:
         raise CheckpointError(f"{name!r}: {exc}") from None
-    done = history.global_step + 1
-    if settings.steps is not None and settings.steps < done:
-        raise ConfigError(f"steps={settings.steps} is below the checkpoint's step count {done}")
-    if settings.epochs is not None and settings.epochs < history.epoch:
-        raise ConfigError(f"epochs={settings.epochs} is below the checkpoint's epoch count {history.epoch}")
+    steps, epochs = settings.steps, settings.epochs
+    check_continues(history, steps_per_epoch, steps, epochs, repr(name), ("steps", "epochs"), "the checkpoint", False)
 
 
 def _check_sampling(settings: LMSettings, tokenizer: Tokenizer) -> None:
@@ -363,9 +358,12 @@ def run_lm(
         if saved["run"]["text_sha256"] != text_sha256:
             read = "the default corpus" if settings.text is None else repr(os.path.abspath(settings.text))
             relative = settings.text is not None and "text" not in given and not os.path.isabs(settings.text)
+            chars = saved["run"]["text_chars"]
+            size = (f"({chars} characters, as many as this one: an edit that kept the length; the checkpoint keeps "
+                    "the text's SHA-256, not the text)" if chars == len(text) else f"({chars} characters)")
             raise ConfigError(
                 f"the text read from {read} ({len(text)} characters) differs from the one the checkpoint was trained "
-                f"on ({saved['run']['text_chars']} characters); pass the same --text FILE (or none, for the default "
+                f"on {size}; pass the same --text FILE (or none, for the default "
                 "corpus)" + (f"; the stored --text {settings.text!r} is relative to the folder the run started in"
                              if relative else "")
             )  # fmt: skip

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
-from npattn.errors import CheckpointError, ConfigError, DTypeError
+from npattn.errors import CheckpointError, ConfigError, DTypeError, ShapeError
 from npattn.train.atomic import check_source
 from npattn.train.tokenizers import TOKENIZERS_SHOWN, Tokenizer
 
@@ -149,6 +149,7 @@ class GPTDatasetV1:
         ConfigError: ``max_length`` or ``stride`` not a positive integer; both ``txt`` and
             ``token_ids`` given; a negative token id or one past int64 (a uint64 id used to wrap).
         DTypeError: ``token_ids`` not integers (bools and floats included).
+        ShapeError: ``token_ids`` not 1-D (one stream of ids; rows are not joined into one).
     """
 
     def __init__(
@@ -207,13 +208,13 @@ def _is_int(value: Any) -> bool:
 
 
 def _token_ids(token_ids: Any) -> np.ndarray:
-    """``token_ids`` as a flat int64 array: integers in [0, 2**63) only (a uint64 id past int64 used
+    """``token_ids`` (1-D) as an int64 array: integers in [0, 2**63) only (a uint64 id past int64 used
     to wrap to a negative one; Python ints past int64 make NumPy pick float64 or object, still refused
     for their value, not as floats).
 
     Raises:
         DTypeError: not integers (bools and floats included). ConfigError: a negative id or one
-            past int64, naming it and its position.
+            past int64, naming it and its position. ShapeError: not 1-D, naming the shape.
     """
     ids = np.asarray(token_ids)
     if ids.dtype.kind in "fO" and ids.size and not isinstance(token_ids, np.ndarray):
@@ -225,9 +226,13 @@ def _token_ids(token_ids: Any) -> np.ndarray:
             f"GPTDatasetV1: token_ids must be integers, got dtype {ids.dtype} (bools and floats are refused, "
             "not rounded)"
         )
-    ids = ids.reshape(-1)
-    if ids.dtype.kind == "O" and not all(map(_is_int, ids)):
+    if ids.dtype.kind == "O" and not all(map(_is_int, ids.reshape(-1))):
         raise DTypeError("GPTDatasetV1: token_ids must be integers, got dtype object")
+    if ids.ndim != 1:  # a (rows, n) array would be read as one stream, its windows straddling rows
+        raise ShapeError(
+            f"GPTDatasetV1: token_ids must be 1-D (one stream of token ids), got shape {ids.shape}; "
+            "join the rows yourself (e.g. np.concatenate) if they are one text"
+        )
     if ids.dtype.kind == "O":
         outside = [i for i, v in enumerate(ids.tolist()) if not 0 <= v < 2**63]
     else:
