@@ -314,8 +314,7 @@ def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tup
     The cache holds a copy of keep (the output already used it).
 
     Raises:
-        ConfigError: p outside [0, 1); p = 0 with a keep that drops anything (nothing would be
-            rescaled). DTypeError: keep not a bool array.
+        ConfigError: p outside [0, 1), or p = 0 with a keep that drops anything. DTypeError: keep not bool.
         ShapeError: keep does not broadcast to attn_weights."""
     if not _broadcasts_to(keep.shape, attn_weights.shape):
         raise _shape_error(
