@@ -27,6 +27,11 @@ class RunProgress(Progress):
         super().__post_init__()
         self.guard = None if self.save is None else SaveGuard(self.save)
 
+    def _holds(self) -> str:
+        if self.saved is None and self.seen is None and self._on_disk() is None:
+            return "does not exist"
+        return super()._holds()
+
     def record_save(self, step: int, write: Callable[[], os.stat_result | None]) -> None:
         super().record_save(step, write)
         if self.guard is not None:
