@@ -237,7 +237,12 @@ def check_index_sha256(header: dict[str, Any], path: str) -> None:
             "that npattn and save it again"
         )
     if header["index_sha256"] != index_sha256(header):
-        raise CheckpointError(
-            f"{path!r}: its index was edited after it was written (class, config, metadata or tree no longer "
-            "match its 'index_sha256'); save the object again instead of editing the file"
-        )
+        raise index_edited(path)
+
+
+def index_edited(path: str) -> CheckpointError:
+    """The error for an index whose ``index_sha256`` no longer matches it."""
+    return CheckpointError(
+        f"{path!r}: its index was edited after it was written (class, config, metadata or tree no longer "
+        "match its 'index_sha256'); save the object again instead of editing the file"
+    )
