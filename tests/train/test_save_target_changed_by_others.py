@@ -67,7 +67,7 @@ def test_a_symlink_to_the_runs_own_file_is_refused_too(tmp_path, monkeypatch, ca
 
 
 def test_another_regular_file_moved_in_is_refused(tmp_path, monkeypatch, capsys, precious):
-    mine, data = precious
+    _, data = precious
     ck = tmp_path / "run.npz"
     _on_step(monkeypatch, 5, lambda: (ck.with_suffix(".x").write_bytes(data), _swap_in(ck, ck.with_suffix(".x"))))
     assert main([*TRAIN, str(ck)]) == 2
@@ -84,7 +84,7 @@ def test_the_runs_file_rewritten_in_place_is_refused(tmp_path, monkeypatch, caps
 
 
 def test_a_file_that_appears_before_the_first_save_is_refused(tmp_path, monkeypatch, capsys, precious):
-    mine, data = precious
+    _, data = precious
     ck = tmp_path / "run.npz"
     _on_step(monkeypatch, 1, lambda: ck.write_bytes(data))  # the path was empty when the run started
     assert main(["train", "--task", "teacher-student", "--steps", "4", "--save", str(ck)]) == 2
@@ -133,7 +133,7 @@ def test_the_lm_run_is_guarded(tmp_path, monkeypatch, precious):
                 "batch_size": 4, "eval_every": 100, "eval_iter": 1, "sample_tokens": 1, "text": str(text),
                 "steps": 6}  # fmt: skip
     _on_step(monkeypatch, 3, lambda: (ck.unlink(), ck.symlink_to(mine.name)))  # after the save of step 2
-    with pytest.raises(CheckpointError, match="it now holds a symlink to 'mine.npz'"):
+    with pytest.raises(CheckpointError, match=r"it now holds a symlink to 'mine\.npz'"):
         run_lm(settings, save=ck, save_every=2, out=None)
     assert mine.read_bytes() == data
 

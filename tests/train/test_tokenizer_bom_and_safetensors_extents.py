@@ -88,5 +88,5 @@ def test_an_unedited_file_and_a_consistent_reshape_still_load(tmp_path):
     state = npattn.load(path)
     np.testing.assert_array_equal(state["W_query"], np.arange(6.0))
     path, _ = _edited(tmp_path, lambda h: h["W_query"].update(shape=[6]))
-    with pytest.raises(CheckpointError, match="its tensor table .* was edited"):
+    with pytest.raises(CheckpointError, match=r"its tensor table .* was edited"):
         npattn.load(path)
