@@ -84,7 +84,7 @@ def _state_and_meta(
                 "version, tree, order, index_sha256, and the class and config of what was saved); rename them"
             )
         meta.update(metadata)
-    check_json(meta, "metadata")
+    check_json(meta, "metadata", finite=True)
     return state, meta
 
 
