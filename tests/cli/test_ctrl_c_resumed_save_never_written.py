@@ -2,20 +2,17 @@
 path does not exist, never that it "is as it was before the run"; an existing untouched path
 still is."""
 
+from step_hooks import on_step
+
 from npattn.cli.main import main
-from npattn.optim import Optimizer
+
+
+def _interrupt():
+    raise KeyboardInterrupt
 
 
 def _interrupt_on_step(monkeypatch, call):
-    original, calls = Optimizer.step, []
-
-    def step(self, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == call:
-            raise KeyboardInterrupt
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Optimizer, "step", step)
+    on_step(monkeypatch, call, _interrupt)
 
 
 def test_resumed_run_interrupted_before_a_save_that_never_existed(tmp_path, monkeypatch, capsys):

@@ -6,21 +6,11 @@ import os
 import shutil
 
 import pytest
+from step_hooks import on_step
 
 from npattn.cli.main import main
-from npattn.optim import Optimizer
 
-
-def _on_step(monkeypatch, call, action):
-    original, calls = Optimizer.step, []
-
-    def step(self, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == call:
-            action()
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Optimizer, "step", step)
+_on_step = on_step
 
 
 def _interrupt():

@@ -8,26 +8,16 @@ import os
 
 import numpy as np
 import pytest
+from step_hooks import on_step
 
 import npattn
 from npattn.cli.main import main
 from npattn.errors import CheckpointError
-from npattn.optim import Optimizer
 from npattn.train.atomic import SaveGuard
 from npattn.train.lm_run import run_lm
 from npattn.train.text import default_corpus
 
-
-def _on_step(monkeypatch, call, action):
-    original, calls = Optimizer.step, []
-
-    def step(self, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == call:
-            action()
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Optimizer, "step", step)
+_on_step = on_step
 
 
 def _swap_in(path, new):
