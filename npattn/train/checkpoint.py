@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from npattn.errors import CheckpointError
-from npattn.train.atomic import atomic_write, check_checkpoint_target, check_source, sigint_held
+from npattn.train.atomic import SaveGuard, atomic_write, check_checkpoint_target, check_source, sigint_held
 from npattn.train.checkpoint_index import (
     FORMAT,
     META_KEY,
@@ -84,7 +84,7 @@ def _state_and_meta(
                 "version, tree, order, index_sha256, and the class and config of what was saved); rename them"
             )
         meta.update(metadata)
-    check_json(meta, "metadata")
+    check_json(meta, "metadata", finite=True)
     return state, meta
 
 
@@ -109,23 +109,33 @@ def save(obj: Any, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] 
 
 
 def save_run(
-    state: Mapping[str, Any], path: str | os.PathLike[str], model_class: str, config: dict[str, Any]
+    state: Mapping[str, Any],
+    path: str | os.PathLike[str],
+    model_class: str,
+    config: dict[str, Any],
+    guard: SaveGuard | None = None,
 ) -> os.stat_result:
     """``save`` of a training run's state, recording the class and config of the model it trains
-    (the index entries that ``save``'s metadata may not set); returns the written file's stat."""
+    (the index entries that ``save``'s metadata may not set); returns the written file's stat.
+    ``guard``: the run's ``SaveGuard`` (a path someone else changed since the run's last write is
+    refused with a CheckpointError and left as it is)."""
     with sigint_held():
-        return _save(state, path, None, {"class": model_class, "config": config})
+        return _save(state, path, None, {"class": model_class, "config": config}, guard)
 
 
 def _save(
-    obj: Any, path: Any, metadata: Mapping[str, Any] | None, own: Mapping[str, Any] | None = None
+    obj: Any,
+    path: Any,
+    metadata: Mapping[str, Any] | None,
+    own: Mapping[str, Any] | None = None,
+    guard: SaveGuard | None = None,
 ) -> os.stat_result:
     _, safetensors = check_checkpoint_target(path)
     state, meta = _state_and_meta(obj, metadata, own)
     if safetensors:
         from npattn.train.safetensors_io import safetensors_bytes
 
-        return atomic_write(path, safetensors_bytes(state, meta))
+        return atomic_write(path, safetensors_bytes(state, meta), guard=guard)
     arrays: dict[str, np.ndarray] = {}
     tree = encode_tree(state, [], arrays, set())
     index = {"format": FORMAT, "version": VERSION, **meta, "tree": tree}
@@ -136,7 +146,7 @@ def _save(
         for name, arr in {META_KEY: np.array(header_text), **arrays}.items():
             with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, arr, allow_pickle=False)
-    return atomic_write(path, buffer.getvalue())
+    return atomic_write(path, buffer.getvalue(), guard=guard)
 
 
 # ----------------------------------------------------------------------------------------------

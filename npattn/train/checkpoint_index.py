@@ -156,19 +156,26 @@ def decode_tree(node: Any, arrays: Mapping[str, np.ndarray]) -> Any:
 # The index (header): the one check that both save and load run.
 
 
-def check_json(value: Any, where: str, depth: int = 0) -> None:
-    """Metadata must come back as it was: dicts with str keys, lists, str, int, float, bool, None."""
+def check_json(value: Any, where: str, depth: int = 0, finite: bool = False) -> None:
+    """Metadata must come back as it was: dicts with str keys, lists, str, int, float, bool, None;
+    ``finite`` (saving): no NaN or infinity either, which standard JSON cannot hold (Python would
+    write ``NaN``/``Infinity``, which other JSON readers refuse; files that hold them still load)."""
     if depth > MAX_DEPTH:
         raise CheckpointError(f"{where} is nested deeper than {MAX_DEPTH} levels")
     if isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
                 raise CheckpointError(f"metadata keys must be str (JSON object keys), got {key!r} in {where}")
-            check_json(item, f"{where}[{key!r}]", depth + 1)
+            check_json(item, f"{where}[{key!r}]", depth + 1, finite)
     elif isinstance(value, list):
         for i, item in enumerate(value):
-            check_json(item, f"{where}[{i}]", depth + 1)
+            check_json(item, f"{where}[{i}]", depth + 1, finite)
     elif isinstance(value, SCALARS):
+        if finite and isinstance(value, float) and not math.isfinite(value):
+            raise CheckpointError(
+                f"{where} is {float(value)!r}: metadata is standard JSON, which has no NaN or infinity; expected "
+                "a finite number (or None, or a string such as 'nan')"
+            )
         check_digits(value, where)
     else:
         hint = " (use a list)" if isinstance(value, tuple) else ""
@@ -237,7 +244,12 @@ def check_index_sha256(header: dict[str, Any], path: str) -> None:
             "that npattn and save it again"
         )
     if header["index_sha256"] != index_sha256(header):
-        raise CheckpointError(
-            f"{path!r}: its index was edited after it was written (class, config, metadata or tree no longer "
-            "match its 'index_sha256'); save the object again instead of editing the file"
-        )
+        raise index_edited(path)
+
+
+def index_edited(path: str) -> CheckpointError:
+    """The error for an index whose ``index_sha256`` no longer matches it."""
+    return CheckpointError(
+        f"{path!r}: its index was edited after it was written (class, config, metadata or tree no longer "
+        "match its 'index_sha256'); save the object again instead of editing the file"
+    )

@@ -19,7 +19,6 @@ from npattn.train import atomic, checkpoint, digest
 from npattn.train.lm_run import LMSettings, run_lm
 from npattn.train.loop import (
     History,
-    Progress,
     check_callback,
     check_history,
     check_history_of,
@@ -31,6 +30,7 @@ from npattn.train.loop import (
     progress_line,
 )
 from npattn.train.resume import check_resumed_settings
+from npattn.train.runsave import RunProgress
 from npattn.train.tasks import TASKS, make_task
 
 __all__ = [
@@ -257,7 +257,7 @@ def train_task(
     history = None
     if resume is not None:
         history = _restore(saved, atomic.as_path(resume), model, opt, run, start_step)
-    progress = Progress(start_step, None if save is None else atomic.as_path(save))
+    progress = RunProgress(start_step, None if save is None else atomic.as_path(save))
     if on_start is not None:
         on_start()
 
@@ -277,7 +277,7 @@ def train_task(
                 "history": hist.state_dict(),
             })
             config = {"d_in": the_task.d_in, "d_out": the_task.d_out}
-            progress.record_save(step, lambda: checkpoint.save_run(state, save, type(model).__name__, config))
+            progress.save_run(step, state, type(model).__name__, config)
 
     try:
         with progress.interrupts():

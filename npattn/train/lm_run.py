@@ -39,8 +39,9 @@ from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.lm import LMHistory, differences, train_lm
 from npattn.train.lm_continue import check_continues
 from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
-from npattn.train.loop import Progress, check_optimizer_settings, check_optimizer_steps
+from npattn.train.loop import check_optimizer_settings, check_optimizer_steps
 from npattn.train.resume import check_resumed_settings
+from npattn.train.runsave import RunProgress
 from npattn.train.tasks import TASKS
 from npattn.train.text import (
     DataLoader,
@@ -408,7 +409,7 @@ def run_lm(
             "history": hist.state_dict(),
             "dropout_rng": rng_state(model),
         })
-        progress.record_save(hist.global_step + 1, lambda: checkpoint.save_run(state, save, "GPTModel", cfg))
+        progress.save_run(hist.global_step + 1, state, "GPTModel", cfg)
 
     def on_step(hist: LMHistory) -> None:
         progress.step = hist.global_step + 1
@@ -418,7 +419,7 @@ def run_lm(
     if out is not None:
         _print_header(settings, text, tokenizer, train_loader, val_loader, model, resume, out)
     start = 0 if history is None else history.global_step + 1
-    progress = Progress(start, None if save is None else atomic.as_path(save))
+    progress = RunProgress(start, None if save is None else atomic.as_path(save))
     try:
         with progress.interrupts():
             history = train_lm(

@@ -3,13 +3,16 @@ state dict that ``safetensors.torch.load_file`` reads, with npattn's metadata (c
 order and their ``index_sha256``, as in an .npz index) as JSON in the file's ``__metadata__``. Saving
 refuses names and dtypes the format cannot hold before anything is written; loading checks the
 header's length against the file's size and runs the .npz index's own check on npattn's metadata,
-refusing a hand edit (its digest no longer matches); metadata without a digest (written by an npattn
-before it was recorded) loads unchecked. A file written by another program
+refusing a hand edit (its digest no longer matches). The digest also covers the tensor table
+(names, dtypes, shapes, data_offsets: its SHA-256 is ``__metadata__["tensors_sha256"]``); a file
+without that entry (written before) is checked on its metadata only, and metadata without a digest
+(written by an npattn before it was recorded) loads unchecked. A file written by another program
 (PyTorch's ``save_file``) loads as it is.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -19,7 +22,14 @@ import numpy as np
 from npattn._checks import repeated_keys
 from npattn.errors import CheckpointError
 from npattn.train.atomic import read_bytes
-from npattn.train.checkpoint_index import FORMAT, VERSION, check_index_sha256, check_meta, index_sha256
+from npattn.train.checkpoint_index import (
+    FORMAT,
+    VERSION,
+    check_index_sha256,
+    check_meta,
+    index_edited,
+    index_sha256,
+)
 
 __all__ = ["load_safetensors", "safetensors_bytes"]
 
@@ -68,10 +78,34 @@ def safetensors_bytes(state: Mapping[str, Any], meta: dict[str, Any]) -> bytes:
         tensors[key] = np.array(value, dtype=value.dtype.newbyteorder("<"), order="C")
     # safetensors stores tensors sorted; the key order goes into the metadata to restore state_dict order
     extra = {**meta, "order": list(state)}
-    extra["index_sha256"] = index_sha256({"format": FORMAT, "version": VERSION, **extra})
+    table = _tensor_table(bytes(st.save(tensors)))  # where the library puts each tensor (metadata moves none)
+    table_sha = _sha256(table)
+    extra["index_sha256"] = _with_table(index_sha256({"format": FORMAT, "version": VERSION, **extra}), table_sha)
     check_meta(extra)  # the loader's own check: a file load refuses is never written
-    text_meta = {"format": FORMAT, "version": str(VERSION), "npattn": json.dumps(extra)}
-    return bytes(st.save(tensors, metadata=text_meta))
+    text_meta = {"format": FORMAT, "version": str(VERSION), "npattn": json.dumps(extra), TABLE_KEY: table_sha}
+    data = bytes(st.save(tensors, metadata=text_meta))
+    if _tensor_table(data) != table:
+        raise CheckpointError("the safetensors library placed the tensors differently with metadata; nothing written")
+    return data
+
+
+TABLE_KEY = "tensors_sha256"  # beside 'npattn' in __metadata__: the digest of the tensor table
+
+
+def _tensor_table(data: bytes) -> dict[str, Any]:
+    """The header's tensor table (name -> dtype, shape, data_offsets), without ``__metadata__``."""
+    header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
+    return {name: entry for name, entry in header.items() if name != "__metadata__"}
+
+
+def _sha256(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def _with_table(index_digest: str, table_sha: str) -> str:
+    """The ``index_sha256`` of a file that records its tensor table's digest: it covers both, so an
+    edit of a tensor's name, dtype, shape or offsets, or removing the table digest, is told."""
+    return _sha256([index_digest, table_sha])
 
 
 def _utf8(text: str) -> bool:
@@ -164,12 +198,30 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
                 f"{path!r} has checkpoint format version {raw_meta.get('version')!r}; "
                 f"this npattn reads version {VERSION}"
             )
-        if "index_sha256" in extra:  # a file written before the digest was recorded loads unchecked
+        if TABLE_KEY in raw_meta:  # written since the digest covers the tensor table
+            _check_table(path, extra, raw_meta[TABLE_KEY], raw)
+        elif "index_sha256" in extra:  # older files: the digest covers the metadata only
             check_index_sha256({"format": FORMAT, "version": VERSION, **extra}, path)
-            del extra["index_sha256"]
+        extra.pop("index_sha256", None)  # a file written before the digest was recorded loads unchecked
         order = extra.pop("order", list(state))
         if not isinstance(order, list) or sorted(map(str, order)) != sorted(state):
             raise CheckpointError(f"{path!r}: its 'npattn' metadata lists other tensors than the file holds")
         state = {key: state[key] for key in order}
         meta = {**meta, "version": VERSION, **extra}
     return state, meta
+
+
+def _check_table(path: str, extra: dict[str, Any], table_sha: Any, raw: dict[str, Any]) -> None:
+    """Refuse a file whose tensor table (names, dtypes, shapes, data_offsets) or metadata no longer
+    matches the digests written with it."""
+    table = {name: entry for name, entry in raw.items() if name != "__metadata__"}
+    index = {"format": FORMAT, "version": VERSION, **extra}
+    if not isinstance(table_sha, str) or "index_sha256" not in extra:
+        check_index_sha256(index, path)  # no digest: refused with its message
+    if extra["index_sha256"] != _with_table(index_sha256(index), str(table_sha)):
+        raise index_edited(path)
+    if table_sha != _sha256(table):
+        raise CheckpointError(
+            f"{path!r}: its tensor table (names, dtypes, shapes, data_offsets) was edited after it was written "
+            f"(it no longer matches its '{TABLE_KEY}'); save the object again instead of editing the file"
+        )

@@ -55,7 +55,7 @@ def test_ctrl_c_before_any_checkpoint_says_none_was_written(tmp_path, capsys, mo
     err = capsys.readouterr().err
     ck = tmp_path / "r.npz"
     assert err == (
-        f"npattn train: interrupted at step 1; no checkpoint was written: '{ck}' is as it was before the run\n"
+        f"npattn train: interrupted at step 1; no checkpoint was written: '{ck}' does not exist\n"
     )
     _interrupt_on_call(monkeypatch, Optimizer, "step", 3)
     assert main(["train", "--task", "teacher-student", "--steps", "4"]) == 130

@@ -6,21 +6,11 @@ import os
 import shutil
 
 import pytest
+from step_hooks import on_step
 
 from npattn.cli.main import main
-from npattn.optim import Optimizer
 
-
-def _on_step(monkeypatch, call, action):
-    original, calls = Optimizer.step, []
-
-    def step(self, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == call:
-            action()
-        return original(self, *args, **kwargs)
-
-    monkeypatch.setattr(Optimizer, "step", step)
+_on_step = on_step
 
 
 def _interrupt():
@@ -83,7 +73,7 @@ def test_no_checkpoint_yet_and_an_untouched_target_is_as_before(tmp_path, monkey
     ck = tmp_path / "r.npz"
     _on_step(monkeypatch, 3, _interrupt)
     assert main(["train", "--task", "teacher-student", "--steps", "4", "--save", str(ck)]) == 130
-    message = f"interrupted at step 2; no checkpoint was written: '{ck}' is as it was before the run"
+    message = f"interrupted at step 2; no checkpoint was written: '{ck}' does not exist"
     assert capsys.readouterr().err == f"npattn train: {message}\n"
 
 

@@ -25,11 +25,14 @@ def _save(tmp_path):
     return model, path
 
 
-def _edit_npattn_meta(path, edit):
-    """Rewrite the header's "npattn" string with ``edit(dict)``, keeping the tensors (no re-signing)."""
+def _edit_npattn_meta(path, edit, old=False):
+    """Rewrite the header's "npattn" string with ``edit(dict)``, keeping the tensors (no re-signing);
+    ``old``: also drop the tensor table's digest, as files written before it was recorded lack it."""
     data = path.read_bytes()
     n = struct.unpack("<Q", data[:8])[0]
     header = json.loads(data[8 : 8 + n])
+    if old:
+        del header["__metadata__"]["tensors_sha256"]
     extra = json.loads(header["__metadata__"]["npattn"])
     edit(extra)
     header["__metadata__"]["npattn"] = json.dumps(extra)
@@ -90,7 +93,7 @@ def test_entries_of_the_wrong_type_are_refused_with_or_without_the_digest(tmp_pa
 
 def test_a_file_written_before_the_digest_still_loads(tmp_path):
     model, path = _save(tmp_path)
-    _edit_npattn_meta(path, lambda m: m.pop("index_sha256"))
+    _edit_npattn_meta(path, lambda m: m.pop("index_sha256"), old=True)
     assert npattn.load_metadata(path)["class"] == "SelfAttention_v1"
     assert list(npattn.load(path)) == list(model.state_dict())
 

@@ -70,7 +70,23 @@ def test_a_dtype_whose_size_does_not_match_names_the_tensor(tmp_path):
         npattn.load(path)
 
 
+def _as_written_before_the_table_digest(header):
+    """The header of a file whose ``index_sha256`` covers the metadata only (no 'tensors_sha256')."""
+    from npattn.train.checkpoint_index import FORMAT, VERSION, index_sha256
+
+    meta = header["__metadata__"]
+    del meta["tensors_sha256"]
+    extra = json.loads(meta["npattn"])
+    extra["index_sha256"] = index_sha256({"format": FORMAT, "version": VERSION, **extra})
+    meta["npattn"] = json.dumps(extra)
+
+
 def test_an_unedited_file_and_a_consistent_reshape_still_load(tmp_path):
-    path, _ = _edited(tmp_path, lambda h: h["W_query"].update(shape=[6]))
+    """The extent check refuses no consistent shape; since the digest covers the tensor table, the
+    reshape of a file that records it is told as an edit."""
+    path, _ = _edited(tmp_path, lambda h: (h["W_query"].update(shape=[6]), _as_written_before_the_table_digest(h)))
     state = npattn.load(path)
     np.testing.assert_array_equal(state["W_query"], np.arange(6.0))
+    path, _ = _edited(tmp_path, lambda h: h["W_query"].update(shape=[6]))
+    with pytest.raises(CheckpointError, match=r"its tensor table .* was edited"):
+        npattn.load(path)

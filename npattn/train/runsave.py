@@ -1,0 +1,49 @@
+"""The save target of a run that saves repeatedly: ``RunProgress`` is ``Progress`` with a
+``SaveGuard``, so each save first checks that the path still holds what the run last wrote there
+(or what was there when it started), and a run stopped before its first save says so exactly."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from npattn.train import checkpoint
+from npattn.train.atomic import SaveGuard
+from npattn.train.loop import Progress
+
+__all__ = ["RunProgress"]
+
+
+@dataclass
+class RunProgress(Progress):
+    """``Progress`` whose ``guard`` (a ``SaveGuard`` of ``save``, taken when the run starts) is
+    passed to ``checkpoint.save_run`` by the run's write, and told the step of each write."""
+
+    guard: SaveGuard | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.guard = None if self.save is None else SaveGuard(self.save)
+
+    def _holds(self) -> str:
+        if self.saved is None and self.seen is None and self._on_disk() is None:
+            return "does not exist"
+        return super()._holds()
+
+    def record_save(self, step: int, write: Callable[[], os.stat_result | None]) -> None:
+        super().record_save(step, write)
+        if self.guard is not None:
+            self.guard.step = step
+
+    def save_run(self, step: int, state: Mapping[str, Any], model_class: str, config: dict[str, Any]) -> None:
+        """``checkpoint.save_run`` of step ``step`` to ``save`` through ``record_save``, guarded.
+
+        Raises:
+            CheckpointError: as ``checkpoint.save_run``, or ``save`` changed by someone else since
+                the run's last write (or its start), left as it is.
+        """
+        path = self.save
+        assert path is not None
+        self.record_save(step, lambda: checkpoint.save_run(state, path, model_class, config, self.guard))
