@@ -228,6 +228,7 @@ def tiled_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
         dQ, dK, dV = dq3[s], dk3[s], dv3[s]
         g = Q.shape[0]
         for a, e in _blocks(n, block_q):
+            one_hot = bool(sat[:, a:e].any())  # rows with l == 1 in this query block
             for k0, k1 in _blocks(key_end(e, m, causal), block_k):
                 r = _first_row(a, k0, causal)
                 P = np.matmul(QL[:, r:e], T(K1[:, k0:k1]))  # scores - L
@@ -238,7 +239,8 @@ def tiled_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
                 dV[:, k0:k1] += np.matmul(T(P), Gs[:, r:e])
                 dS = np.matmul(GD[:, r:e], T(V[:, k0:k1]))  # dA - D
                 rows(partial(_multiply_rows, dS, P), e - r, g * (k1 - k0))
-                zero_saturated_maxima(dS, P, sat[:, r:e])  # rows with l == 1: one-hot
+                if one_hot:
+                    zero_saturated_maxima(dS, P, sat[:, r:e])  # rows with l == 1: one-hot
                 dQ[:, r:e] += np.matmul(dS, K[:, k0:k1])
                 dK[:, k0:k1] += np.matmul(T(dS), Q[:, r:e])
 

@@ -33,7 +33,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
-from npattn.errors import BackwardError, CheckpointError, ConfigError
+from npattn.errors import BackwardError, CheckpointError, ConfigError, TrainingError
 from npattn.nn.functional import token_cross_entropy_backward, token_cross_entropy_forward
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
@@ -300,9 +300,10 @@ def progress_line(epoch: int, history: LMHistory) -> str:
 def _check_gives_batches(loader: Any, what: str, name: str) -> None:
     """A loader must have a length and iterate (what ``calc_loss_loader`` reads: an npattn or torch
     DataLoader, a list of (input, target) batches); a loader of length 0 is refused."""
-    try:
+    try:  # no iter(loader) here: a torch DataLoader's iterator draws its seed from torch's stream
         empty = len(loader) == 0
-        iter(loader)
+        if not isinstance(loader, Iterable):
+            raise TypeError
     except TypeError:
         raise ConfigError(
             f"train_lm: {name} must be a loader of (input, target) batches with a length (an npattn or torch "
@@ -464,9 +465,10 @@ def train_lm(
         if history.batch == len(train_loader):
             history.epoch, history.batch = epoch + 1, 0
         elif not done():  # a loader of one's own that gives fewer batches than its len() says
-            raise ConfigError(
+            raise TrainingError(
                 f"train_lm: train_loader gave {history.batch} batches in epoch {epoch}, not the {len(train_loader)} "
-                "its len() gives"
+                f"its len() gives; the model, the optimizer and history were updated through step "
+                f"{history.global_step} (history.batch {history.batch}, which a continuation would look for)"
             )
         if done() and history.eval_steps[-1:] != [history.global_step]:
             evaluate(epoch)

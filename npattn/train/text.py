@@ -218,8 +218,8 @@ def _token_ids(token_ids: Any) -> np.ndarray:
     """
     ids = np.asarray(token_ids)
     if ids.dtype.kind in "fO" and ids.size and not isinstance(token_ids, np.ndarray):
-        exact = np.asarray(token_ids, dtype=object).reshape(-1)  # the Python ints given, before NumPy's choice
-        if all(map(_is_int, exact)):
+        exact = np.asarray(token_ids, dtype=object)  # the Python ints given, before NumPy's choice (its shape kept)
+        if all(map(_is_int, exact.flat)):
             ids = exact
     if ids.dtype.kind not in "iuO" and not (ids.size == 0 and ids.dtype.kind == "f"):  # [] is float64
         raise DTypeError(

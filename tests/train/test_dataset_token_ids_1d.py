@@ -9,8 +9,11 @@ import pytest
 from npattn import GPTDatasetV1
 from npattn.errors import ShapeError
 
+MIXED = [[np.uint64(5), np.int64(3), 4, 6], [1, 2, 7, 8]]  # NumPy makes these float64: read as the ints given
+HUGE = [[2**62, 1, 2], [3, 4, 5]]
 
-@pytest.mark.parametrize("ids", [np.arange(20).reshape(4, 5), [[1, 2, 3], [4, 5, 6]], np.int64(7)])
+
+@pytest.mark.parametrize("ids", [np.arange(20).reshape(4, 5), [[1, 2, 3], [4, 5, 6]], np.int64(7), MIXED, HUGE])
 def test_token_ids_not_1d_are_refused_naming_the_shape(ids):
     shape = re.escape(str(np.shape(ids)))
     with pytest.raises(ShapeError, match=rf"token_ids must be 1-D .*got shape {shape}"):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import npattn
-from npattn.errors import ConfigError
+from npattn.errors import ConfigError, TrainingError
 from npattn.optim import AdamW
 
 TEXT = open("README.md", encoding="utf-8").read()[:2000]
@@ -76,5 +76,31 @@ def test_a_loader_giving_fewer_batches_than_its_length_is_refused():
         def __len__(self):
             return super().__len__() + 1
 
-    with pytest.raises(ConfigError, match=r"train_loader gave 12 batches in epoch 0, not the 13 its len\(\) gives"):
+    gave = r"train_loader gave 12 batches in epoch 0, not the 13 its len\(\) gives; .* updated through step 11"
+    with pytest.raises(TrainingError, match=gave):
         train(Short(TRAIN))
+
+
+def test_a_shuffled_torch_loader_gives_the_books_first_batch(monkeypatch):
+    """No iterator is made to check a loader: a torch DataLoader's iterator draws its seed from
+    torch's stream, so checking by iterating moved the book's shuffled order on by two draws."""
+    torch = pytest.importorskip("torch")
+    import npattn.train.lm as lm
+
+    class Windows(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(TRAIN.dataset)
+
+        def __getitem__(self, i):
+            return tuple(torch.tensor(a) for a in TRAIN.dataset[i])
+
+    def book_loader():
+        torch.manual_seed(123)
+        return torch.utils.data.DataLoader(Windows(), batch_size=4, shuffle=True, drop_last=True)
+
+    book_first = next(iter(book_loader()))[0].numpy()  # `for x, y in train_loader`'s first batch
+    seen = []
+    calc = lm.calc_loss_batch
+    monkeypatch.setattr(lm, "calc_loss_batch", lambda x, y, model: seen.append(np.asarray(x)) or calc(x, y, model))
+    train(book_loader(), max_steps=1)
+    np.testing.assert_array_equal(seen[0], book_first)
