@@ -275,21 +275,37 @@ def softmax_forward(attn_scores: np.ndarray, scale: float) -> tuple[np.ndarray, 
     """attn_weights = softmax(attn_scores * scale, axis=-1); each row sums to 1 over the keys.
     ``scale`` is a finite real number (the book's 1/sqrt(k); 0 and negative values are taken as given).
 
+    float16 scores are computed in float32 and the weights rounded once to float16. Where
+    ``attn_scores * scale`` overflows the dtype from finite scores (60000 * 4 in float16 or float32's
+    3e38 * 4), the product is taken in float64: the weights are the float64 answer rounded, not NaN.
+
     Raises:
         DTypeError: attn_scores that are not real numbers (bool, complex, ...).
         ConfigError: scale not a finite real number (NaN, inf, a string, an array)."""
     if type(attn_scores) is not np.ndarray or attn_scores.dtype.kind not in "fiu":
         if np.asarray(attn_scores).dtype.kind not in "fiu":
             raise _not_numbers("softmax_forward", attn_scores=np.asarray(attn_scores))
-    attn_weights = softmax(attn_scores * scale, axis=-1)
+    scores = attn_scores.astype(np.float32) if attn_scores.dtype == np.float16 else attn_scores
+    try:
+        with np.errstate(over="raise"):  # only a finite product past the largest value raises
+            scaled = scores * scale
+    except FloatingPointError:
+        scaled = scores.astype(np.float64) * scale
+    attn_weights = softmax(scaled, axis=-1)
+    if attn_weights.dtype != (out_dtype := np.result_type(attn_scores, scale)):
+        attn_weights = attn_weights.astype(out_dtype)  # rounded once
     return attn_weights, (attn_weights.copy(), scale)  # a private copy: the caller may edit what it gets
 
 
 def softmax_backward(d_attn_weights: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
-    """Returns (d_attn_scores,) = scale * A * (dA - rowsum(dA * A))."""
+    """Returns (d_attn_scores,) = scale * A * (dA - rowsum(dA * A)); float16 is computed in float32
+    and rounded once to float16."""
     # forward: attn_weights = softmax(attn_scores * scale, axis=-1)
     attn_weights, scale = cache
     _check_grad("softmax_backward", d_attn_weights, attn_weights.shape)
+    if np.result_type(d_attn_weights, attn_weights) == np.float16:
+        cache32 = (attn_weights.astype(np.float32), scale)
+        return (softmax_backward(d_attn_weights.astype(np.float32), cache32)[0].astype(np.float16),)
     row_dot = np.add.reduce(d_attn_weights * attn_weights, axis=-1, keepdims=True)  # rowsum(dA * A)
     d_attn_scores = scale * attn_weights * (d_attn_weights - row_dot)
     return (d_attn_scores,)
