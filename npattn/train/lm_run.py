@@ -331,7 +331,7 @@ def run_lm(
     if save is None and save_every:
         raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
     if save is not None:
-        atomic.check_run_target(save)
+        atomic.check_run_target(save, holds=False)  # what it holds: after check_distinct below
     if plot is not None:
         check_plot_target(plot)
     given = _check_given(given)
@@ -345,6 +345,7 @@ def run_lm(
         {"text (--text)": settings.text, "resume (--resume)": resume},
         may_equal=("resume (--resume)", "save (--save)"),  # resuming saves over its own checkpoint
     )
+    atomic.check_run_file(save)  # nothing, or a training run's checkpoint (never a user's file)
     try:
         text, text_sha256 = _load_text(settings)
     except ConfigError as exc:
