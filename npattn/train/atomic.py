@@ -232,9 +232,9 @@ def check_run_target(path: Any, holds: bool = True) -> str:
     """A training run's ``--save`` target: what ``check_target`` accepts (a device such as /dev/null
     is refused as a device, not for its name), a path ending in .npz (the checkpoint holds optimizer
     state and history, which .safetensors cannot), then ``probe_target``, then what the file there
-    holds (``check_run_file``: nothing, or a training run's checkpoint) unless ``holds`` is False (a
-    run that first checks that ``path`` is none of its inputs calls ``check_run_file`` itself after
-    that). One rule for every task.
+    holds (``checkpoint_target.check_run_file``: nothing, or a training run's checkpoint) unless
+    ``holds`` is False (a run that first checks that ``path`` is none of its inputs calls
+    ``check_outputs`` after that). One rule for every task.
 
     Raises:
         ConfigError: another extension. CheckpointError: as ``probe_target``, or the path holds
@@ -249,16 +249,16 @@ def check_run_target(path: Any, holds: bool = True) -> str:
         )
     real = probe_target(path)
     if holds:
-        check_run_file(real, name)
+        check_outputs(path)
     return real
 
 
-def check_run_file(path: Any, name: str | None = None) -> None:
-    """``checkpoint_target.check_run_file`` of ``path`` (None: nothing to check); see there."""
-    if path is not None:
-        from npattn.train.checkpoint_target import check_run_file as check  # reads checkpoints: above this module
+def check_outputs(save: Any, plot: Any = None) -> None:
+    """What a run's ``save`` and ``plot`` targets hold (None: no such target), for a run that first
+    checks they are none of its inputs: ``checkpoint_target.check_outputs``."""
+    from npattn.train.checkpoint_target import check_outputs  # reads checkpoints: above this module
 
-        check(os.path.realpath(as_path(path)), name or as_path(path))
+    check_outputs(save, plot)
 
 
 def probe_target(path: Any, what: str = "checkpoint") -> str:

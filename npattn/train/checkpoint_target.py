@@ -13,11 +13,13 @@ import zipfile
 from typing import Any
 
 from npattn.errors import CheckpointError
+from npattn.train.atomic import as_path, resolved
 from npattn.train.checkpoint import _Npz
 from npattn.train.checkpoint_index import check_index_sha256
 from npattn.train.digest import DIGEST_KEY
+from npattn.train.figures import check_replaceable
 
-__all__ = ["RUN_KEYS", "check_run_file", "foreign_content"]
+__all__ = ["RUN_KEYS", "check_outputs", "check_run_file", "foreign_content"]
 
 RUN_KEYS = ("run", "model", "optimizer", "history", DIGEST_KEY)  # what every run checkpoint holds at its top
 
@@ -68,3 +70,16 @@ def check_run_file(path: str, name: str | None = None) -> None:
             "npattn training run (the one it resumes, or an earlier run's), never another file: remove the file "
             "or choose another save path"
         )
+
+
+def check_outputs(save: Any, plot: Any = None) -> None:
+    """``check_run_file`` of ``save`` and ``figures.check_replaceable`` of ``plot`` (None: no such
+    target), each at the file its path leads to (symlinks followed, as the write follows them).
+
+    Raises:
+        CheckpointError: either holds a file the run would replace but did not write.
+    """
+    if save is not None:
+        check_run_file(resolved(as_path(save), "checkpoint"), as_path(save))
+    if plot is not None:
+        check_replaceable(resolved(as_path(plot, "plot path"), "plot"), as_path(plot, "plot path"))

@@ -44,7 +44,7 @@ def foreign(request, tmp_path):
 def test_train_task_refuses_a_foreign_file_before_the_first_step(foreign):
     path, data = foreign
     started = []
-    with pytest.raises(CheckpointError, match="already exists and holds .*remove the file or choose another"):
+    with pytest.raises(CheckpointError, match=r"already exists and holds .*remove the file or choose another"):
         train_task("teacher-student", steps=2, save=path, on_start=lambda: started.append(1))
     assert started == []  # refused before on_start, which runs just before the first step
     assert path.read_bytes() == data
@@ -72,7 +72,8 @@ def test_run_lm_refuses_a_foreign_file_before_printing_anything(foreign, tmp_pat
 def test_the_message_says_what_the_file_holds(tmp_path):
     model = tmp_path / "model.npz"
     _npattn_model(model)
-    assert "a SelfAttention_v1 (saved with npattn.save; entries: W_query, W_key, W_value)" in foreign_content(str(model))
+    said = foreign_content(str(model))
+    assert "a SelfAttention_v1 (saved with npattn.save; entries: W_query, W_key, W_value)" in said
     saved = tmp_path / "saved.npz"
     _np_savez(saved)
     assert "no '__npattn__' entry; members: precious" in foreign_content(str(saved))
