@@ -95,3 +95,20 @@ def test_run_checkpoints_are_replaced_and_empty_files_written(tmp_path):
     empty.write_bytes(b"")
     train_task("teacher-student", steps=1, save=empty)
     assert npattn.load(empty)["step"] == 1
+
+
+def test_a_file_put_at_the_path_after_the_first_check_is_refused_at_the_start(tmp_path, monkeypatch):
+    """The run looks again just before it records what the path holds at its start."""
+    from npattn.train import command
+
+    path = tmp_path / "late.npz"
+    real = command.RunProgress
+
+    def late(*args, **kwargs):
+        _np_savez(path)  # put there after check_run_target, before the run's guard looks
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(command, "RunProgress", late)
+    with pytest.raises(CheckpointError, match="already exists and holds"):
+        train_task("teacher-student", steps=2, save=path)
+    assert list(np.load(path)) == ["precious"]
