@@ -103,7 +103,8 @@ DATA_KEY = "data_sha256"  # beside it: JSON {tensor name: SHA-256 of its data by
 def _data_digests(data: bytes, table: dict[str, Any]) -> dict[str, str]:
     """The SHA-256 of each tensor's bytes in the file ``data``, read in place (no copy of the data)."""
     body = memoryview(data)[8 + int.from_bytes(data[:8], "little") :]
-    return {name: hashlib.sha256(body[e["data_offsets"][0] : e["data_offsets"][1]]).hexdigest() for name, e in table.items()}
+    spans = {name: entry["data_offsets"] for name, entry in table.items()}
+    return {name: hashlib.sha256(body[start:end]).hexdigest() for name, (start, end) in spans.items()}
 
 
 def _tensor_table(data: bytes) -> dict[str, Any]:

@@ -45,9 +45,9 @@ def test_the_flipped_last_byte_is_refused_naming_the_tensor(tmp_path):
 
 
 def test_no_flipped_byte_of_the_data_loads_as_other_weights(tmp_path):
-    path, state = _saved(tmp_path)
+    path, _ = _saved(tmp_path)
     good = path.read_bytes()
-    header, body = _split(good)
+    _, body = _split(good)
     start = len(good) - len(body)
     for i in range(start, len(good)):
         for bit in (0x01, 0x40):
