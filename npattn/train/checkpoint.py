@@ -32,6 +32,7 @@ import math
 import os
 import pickletools
 import zipfile
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -50,6 +51,8 @@ from npattn.train.checkpoint_index import (
     encode_tree,
     index_sha256,
     parse_header,
+    record_crc32,
+    recorded_crc32,
 )
 from npattn.train.module_config import constructor_config
 
@@ -138,6 +141,8 @@ def _save(
         return atomic_write(path, safetensors_bytes(state, meta), guard=guard)
     arrays: dict[str, np.ndarray] = {}
     tree = encode_tree(state, [], arrays, set())
+    # the index records each member's CRC-32 (the one the zip directory will hold), binding its contents to its name
+    record_crc32(tree, {name: _npy_crc32(arr) for name, arr in arrays.items()})
     index = {"format": FORMAT, "version": VERSION, **meta, "tree": tree}
     header_text = json.dumps({**index, "index_sha256": index_sha256(index)})
     parse_header(header_text)  # the loader's own check: a file load refuses is never written
@@ -147,6 +152,23 @@ def _save(
             with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, arr, allow_pickle=False)
     return atomic_write(path, buffer.getvalue(), guard=guard)
+
+
+class _Crc32:
+    """A write-only file that keeps the CRC-32 of what is written to it (no copy is kept)."""
+
+    crc = 0
+
+    def write(self, data: bytes) -> int:
+        self.crc = zlib.crc32(data, self.crc)
+        return len(data)
+
+
+def _npy_crc32(arr: np.ndarray) -> int:
+    """The CRC-32 of ``arr`` as an .npy member, streamed in the chunks ``write_array`` writes."""
+    sink = _Crc32()
+    np.lib.format.write_array(sink, arr, allow_pickle=False)
+    return sink.crc
 
 
 # ----------------------------------------------------------------------------------------------
@@ -294,8 +316,15 @@ def _open_npz(path: str, read_arrays: bool) -> tuple[dict[str, Any], dict[str, n
             header, names = npz.header()
             arrays = {}
             scalars = set(_scalar_names(header["tree"]))
+            crcs = recorded_crc32(header["tree"])  # none in a file written before they were recorded
             for name in names:
                 shape, _ = npz.check(name)
+                if name in crcs and npz.infos[name].CRC != crcs[name]:
+                    raise CheckpointError(
+                        f"{path!r}: member {name!r} holds other contents than the index records for it (CRC-32 "
+                        f"{npz.infos[name].CRC:#010x} in the zip directory, expected {crcs[name]:#010x}): members "
+                        "swapped or replaced after the file was written; save the object again"
+                    )
                 if name in scalars and shape != ():
                     raise CheckpointError(f"{path!r}: the index marks member {name!r} of shape {shape} as a scalar")
                 if read_arrays:
