@@ -192,6 +192,8 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
         problem = "is not a folder" if os.path.exists(folder) else "does not exist"
         raise CheckpointError(f"cannot write {what} {text!r}: the folder {folder!r} {problem}")
     if not os.access(folder, os.W_OK | os.X_OK) or not _writable_bits(os.stat(folder).st_mode):
+        if _writable_bits(os.stat(folder).st_mode) and os.statvfs(folder).f_flag & os.ST_RDONLY:  # EROFS
+            raise CheckpointError(f"cannot write {what} {text!r}: the folder {folder!r} is on a read-only filesystem")
         raise CheckpointError(f"cannot write {what} {text!r}: permission denied in the folder {folder!r}")
     return real
 

@@ -57,3 +57,12 @@ def test_an_immutable_file(tmp_path):
             npattn.save({"w": np.ones(2)}, path)
     finally:
         subprocess.run(["chattr", "-i", path], check=True)
+
+
+def test_a_new_file_in_a_folder_on_a_read_only_mount(tmp_path, monkeypatch):
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    _denied(monkeypatch, folder)
+    monkeypatch.setattr(os, "statvfs", lambda p: SimpleNamespace(f_flag=os.ST_RDONLY))
+    with pytest.raises(CheckpointError, match=r"the folder '.*ro' is on a read-only filesystem$"):
+        npattn.save({"w": np.ones(2)}, folder / "new.npz")
