@@ -82,6 +82,15 @@ def _writable_bits(mode: int) -> bool:
     return bool(mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
 
 
+def _why_unwritable(real: str, mode: int) -> str:
+    """Why an existing file the OS will not let us write cannot be replaced: its mode, else its mount."""
+    if not _writable_bits(mode):
+        return "permission denied (the file is read-only)"
+    if os.statvfs(real).f_flag & os.ST_RDONLY:  # EROFS
+        return "the filesystem is mounted read-only"
+    return "the file cannot be replaced (permission denied: an immutable flag, an ACL or the folder's permissions)"
+
+
 def _identity(path: str) -> tuple[Any, ...]:
     """What names one file: its device and inode if it exists (hard links and symlinks included),
     else its resolved path."""
@@ -177,12 +186,14 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
     st = _existing_file(real, text, what)
     if st is not None:
         if not os.access(real, os.W_OK) or not _writable_bits(st.st_mode):
-            raise CheckpointError(f"cannot write {what} {text!r}: permission denied (the file is read-only)")
+            raise CheckpointError(f"cannot write {what} {text!r}: {_why_unwritable(real, st.st_mode)}")
     folder = os.path.dirname(real)
     if not os.path.isdir(folder):
         problem = "is not a folder" if os.path.exists(folder) else "does not exist"
         raise CheckpointError(f"cannot write {what} {text!r}: the folder {folder!r} {problem}")
     if not os.access(folder, os.W_OK | os.X_OK) or not _writable_bits(os.stat(folder).st_mode):
+        if _writable_bits(os.stat(folder).st_mode) and os.statvfs(folder).f_flag & os.ST_RDONLY:  # EROFS
+            raise CheckpointError(f"cannot write {what} {text!r}: the folder {folder!r} is on a read-only filesystem")
         raise CheckpointError(f"cannot write {what} {text!r}: permission denied in the folder {folder!r}")
     return real
 

@@ -31,13 +31,15 @@ import json
 import math
 import os
 import pickletools
+import re
 import zipfile
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from npattn.errors import CheckpointError
+from npattn.errors import CheckpointError, ConfigError
 from npattn.train.atomic import SaveGuard, atomic_write, check_checkpoint_target, check_source, sigint_held
 from npattn.train.checkpoint_index import (
     FORMAT,
@@ -50,6 +52,8 @@ from npattn.train.checkpoint_index import (
     encode_tree,
     index_sha256,
     parse_header,
+    record_crc32,
+    recorded_crc32,
 )
 from npattn.train.module_config import constructor_config
 
@@ -138,6 +142,8 @@ def _save(
         return atomic_write(path, safetensors_bytes(state, meta), guard=guard)
     arrays: dict[str, np.ndarray] = {}
     tree = encode_tree(state, [], arrays, set())
+    # the index records each member's CRC-32 (the one the zip directory will hold), binding its contents to its name
+    record_crc32(tree, {name: _npy_crc32(arr) for name, arr in arrays.items()})
     index = {"format": FORMAT, "version": VERSION, **meta, "tree": tree}
     header_text = json.dumps({**index, "index_sha256": index_sha256(index)})
     parse_header(header_text)  # the loader's own check: a file load refuses is never written
@@ -147,6 +153,23 @@ def _save(
             with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
                 np.lib.format.write_array(f, arr, allow_pickle=False)
     return atomic_write(path, buffer.getvalue(), guard=guard)
+
+
+class _Crc32:
+    """A write-only file that keeps the CRC-32 of what is written to it (no copy is kept)."""
+
+    crc = 0
+
+    def write(self, data: bytes) -> int:
+        self.crc = zlib.crc32(data, self.crc)
+        return len(data)
+
+
+def _npy_crc32(arr: np.ndarray) -> int:
+    """The CRC-32 of ``arr`` as an .npy member, streamed in the chunks ``write_array`` writes."""
+    sink = _Crc32()
+    np.lib.format.write_array(sink, arr, allow_pickle=False)
+    return sink.crc
 
 
 # ----------------------------------------------------------------------------------------------
@@ -294,8 +317,15 @@ def _open_npz(path: str, read_arrays: bool) -> tuple[dict[str, Any], dict[str, n
             header, names = npz.header()
             arrays = {}
             scalars = set(_scalar_names(header["tree"]))
+            crcs = recorded_crc32(header["tree"])  # none in a file written before they were recorded
             for name in names:
                 shape, _ = npz.check(name)
+                if name in crcs and npz.infos[name].CRC != crcs[name]:
+                    raise CheckpointError(
+                        f"{path!r}: member {name!r} holds other contents than the index records for it (CRC-32 "
+                        f"{npz.infos[name].CRC:#010x} in the zip directory, expected {crcs[name]:#010x}): members "
+                        "swapped or replaced after the file was written; save the object again"
+                    )
                 if name in scalars and shape != ():
                     raise CheckpointError(f"{path!r}: the index marks member {name!r} of shape {shape} as a scalar")
                 if read_arrays:
@@ -315,14 +345,47 @@ def _open_npz(path: str, read_arrays: bool) -> tuple[dict[str, Any], dict[str, n
     return header, arrays
 
 
-def load(path: str | os.PathLike[str]) -> Any:
+def _torch_keywords(map_location: Any, weights_only: Any) -> None:
+    """``torch.load``'s keywords, accepted where they change nothing: arrays always load into CPU
+    memory, and npattn never unpickles (so ``weights_only=True`` is what it always does)."""
+    if map_location is not None:
+        text = map_location if isinstance(map_location, str) else None
+        if type(map_location).__module__ == "torch" and type(map_location).__name__ == "device":
+            text = str(map_location)
+        if text is None or not re.fullmatch(r"cpu(:0)?", text):
+            why = (
+                "npattn runs on the CPU (arrays always load into CPU memory)"
+                if text is not None
+                else "npattn loads NumPy arrays into CPU memory and has no storages to remap"
+            )
+            raise ConfigError(
+                f"map_location={map_location!r:.60} is not supported: {why}; expected None, 'cpu' or "
+                "torch.device('cpu') (move the arrays yourself after loading, e.g. torch.from_numpy(a).to('cuda'))"
+            )
+    if weights_only is not None and not (isinstance(weights_only, (bool, np.bool_)) and weights_only):
+        why = (
+            "npattn never unpickles, so there is nothing to allow (a checkpoint holds arrays, numbers and strings)"
+            if isinstance(weights_only, (bool, np.bool_))
+            else f"expected True or None, got {type(weights_only).__name__}"
+        )
+        raise ConfigError(f"weights_only={weights_only!r:.60} is not supported: {why}; leave it out or pass True")
+
+
+def load(path: str | os.PathLike[str], *, map_location: Any = None, weights_only: bool | None = None) -> Any:
     """Load what ``save`` wrote: the state dict (nested dicts, lists, tuples and arrays as saved).
+
+    ``map_location`` and ``weights_only`` are ``torch.load``'s keywords, accepted where they change
+    nothing: ``map_location`` None, ``'cpu'`` or ``torch.device('cpu')``; ``weights_only`` None or
+    True (npattn never unpickles).
 
     Raises:
         CheckpointError: the file is missing, not a regular file, truncated, random bytes, a foreign
             .npz/.npy, holds a pickled object (refused, never executed), has compressed, repeated,
             overlapping or oversized members, or its members do not match its own index.
+        ConfigError: ``map_location`` other than the CPU (``'cuda'``, a callable, a dict), or
+            ``weights_only=False`` (there is no unpickling to allow).
     """
+    _torch_keywords(map_location, weights_only)
     source = check_source(path)
     if source.lower().endswith(".safetensors"):
         from npattn.train.safetensors_io import load_safetensors
@@ -342,11 +405,15 @@ def _scalar_names(node: Any) -> list[str]:
     return []
 
 
-def load_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
+def load_metadata(
+    path: str | os.PathLike[str], *, map_location: Any = None, weights_only: bool | None = None
+) -> dict[str, Any]:
     """The metadata saved with a checkpoint: format, version, class, config and any extra keys.
 
-    The whole file is checked as ``load`` checks it, except that no array is read.
+    The whole file is checked as ``load`` checks it, except that no array is read; ``map_location``
+    and ``weights_only`` are accepted and refused as by ``load``.
     """
+    _torch_keywords(map_location, weights_only)
     source = check_source(path)
     if source.lower().endswith(".safetensors"):
         from npattn.train.safetensors_io import load_safetensors

@@ -109,13 +109,14 @@ def check_tree(node: Any, names: list[str], depth: int = 0) -> None:
     """Raise CheckpointError unless ``node`` is a tree ``encode_tree`` writes; collect its member names."""
     if depth > MAX_DEPTH + 1:
         raise CheckpointError(f"nested deeper than {MAX_DEPTH} levels")
-    if not isinstance(node, dict) or len(node) not in (1, 2):
+    if not isinstance(node, dict) or len(node) not in (1, 2, 3):
         raise CheckpointError(f"corrupt tree entry {node!r:.80}")
     if "array" in node:
         if (
-            set(node) != {"array", "scalar"}
+            set(node) - {"crc32"} != {"array", "scalar"}
             or not isinstance(node["array"], str)
             or not isinstance(node["scalar"], bool)
+            or not (type(node.get("crc32", 0)) is int and 0 <= node.get("crc32", 0) < 1 << 32)
         ):
             raise CheckpointError(f"corrupt tree entry {node!r:.80}")
         names.append(node["array"])
@@ -136,6 +137,31 @@ def check_tree(node: Any, names: list[str], depth: int = 0) -> None:
             check_tree(item, names, depth + 1)
     else:
         raise CheckpointError(f"corrupt tree entry {node!r:.80}")
+    if "crc32" in node and "array" not in node:
+        raise CheckpointError(f"corrupt tree entry {node!r:.80}")
+
+
+def array_nodes(node: Any) -> list[dict[str, Any]]:
+    """The tree's ``{"array": member, ...}`` entries, in order."""
+    if "array" in node:
+        return [node]
+    if "dict" in node:
+        return [found for _, item in node["dict"] for found in array_nodes(item)]
+    if "list" in node or "tuple" in node:
+        return [found for item in node.get("list", node.get("tuple")) for found in array_nodes(item)]
+    return []
+
+
+def record_crc32(tree: Any, crcs: Mapping[str, int]) -> None:
+    """Write each member's CRC-32 (the zip's own, known once it is written) into its tree entry, so
+    the index (and its ``index_sha256``) binds each member's contents to its name."""
+    for node in array_nodes(tree):
+        node["crc32"] = crcs[node["array"]]
+
+
+def recorded_crc32(tree: Any) -> dict[str, int]:
+    """``{member: CRC-32}`` from the tree; empty for a file written before they were recorded."""
+    return {node["array"]: node["crc32"] for node in array_nodes(tree) if "crc32" in node}
 
 
 def decode_tree(node: Any, arrays: Mapping[str, np.ndarray]) -> Any:

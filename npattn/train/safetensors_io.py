@@ -7,7 +7,9 @@ refusing a hand edit (its digest no longer matches). The digest also covers the 
 (names, dtypes, shapes, data_offsets: its SHA-256 is ``__metadata__["tensors_sha256"]``); a file
 without that entry (written before) is checked on its metadata only, and metadata without a digest
 (written by an npattn before it was recorded) loads unchecked. A file written by another program
-(PyTorch's ``save_file``) loads as it is.
+(PyTorch's ``save_file``) loads as it is. Since then the digest also covers each tensor's data bytes
+(``__metadata__["data_sha256"]``: a JSON object of one SHA-256 per tensor, hashed in place), so a
+changed data byte is refused naming the tensor; a file without it (written before) loads unchecked.
 """
 
 from __future__ import annotations
@@ -78,11 +80,16 @@ def safetensors_bytes(state: Mapping[str, Any], meta: dict[str, Any]) -> bytes:
         tensors[key] = np.array(value, dtype=value.dtype.newbyteorder("<"), order="C")
     # safetensors stores tensors sorted; the key order goes into the metadata to restore state_dict order
     extra = {**meta, "order": list(state)}
-    table = _tensor_table(bytes(st.save(tensors)))  # where the library puts each tensor (metadata moves none)
+    plain = st.save(tensors)
+    table = _tensor_table(plain)  # where the library puts each tensor (metadata moves none)
     table_sha = _sha256(table)
-    extra["index_sha256"] = _with_table(index_sha256({"format": FORMAT, "version": VERSION, **extra}), table_sha)
+    data_sha = json.dumps(_data_digests(plain, table), sort_keys=True)
+    index_digest = index_sha256({"format": FORMAT, "version": VERSION, **extra})
+    extra["index_sha256"] = _with_table(index_digest, table_sha, data_sha)
     check_meta(extra)  # the loader's own check: a file load refuses is never written
     text_meta = {"format": FORMAT, "version": str(VERSION), "npattn": json.dumps(extra), TABLE_KEY: table_sha}
+    text_meta[DATA_KEY] = data_sha
+    del plain
     data = bytes(st.save(tensors, metadata=text_meta))
     if _tensor_table(data) != table:
         raise CheckpointError("the safetensors library placed the tensors differently with metadata; nothing written")
@@ -90,6 +97,14 @@ def safetensors_bytes(state: Mapping[str, Any], meta: dict[str, Any]) -> bytes:
 
 
 TABLE_KEY = "tensors_sha256"  # beside 'npattn' in __metadata__: the digest of the tensor table
+DATA_KEY = "data_sha256"  # beside it: JSON {tensor name: SHA-256 of its data bytes}
+
+
+def _data_digests(data: bytes, table: dict[str, Any]) -> dict[str, str]:
+    """The SHA-256 of each tensor's bytes in the file ``data``, read in place (no copy of the data)."""
+    body = memoryview(data)[8 + int.from_bytes(data[:8], "little") :]
+    spans = {name: entry["data_offsets"] for name, entry in table.items()}
+    return {name: hashlib.sha256(body[start:end]).hexdigest() for name, (start, end) in spans.items()}
 
 
 def _tensor_table(data: bytes) -> dict[str, Any]:
@@ -102,10 +117,11 @@ def _sha256(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def _with_table(index_digest: str, table_sha: str) -> str:
-    """The ``index_sha256`` of a file that records its tensor table's digest: it covers both, so an
-    edit of a tensor's name, dtype, shape or offsets, or removing the table digest, is told."""
-    return _sha256([index_digest, table_sha])
+def _with_table(index_digest: str, table_sha: str, data_sha: str | None = None) -> str:
+    """The ``index_sha256`` of a file that records its tensor table's digest (and, since, its data
+    digests): it covers them all, so an edit of a tensor's name, dtype, shape or offsets, or removing
+    a digest, is told. A file written before the data digests has none (``data_sha`` None)."""
+    return _sha256([index_digest, table_sha] if data_sha is None else [index_digest, table_sha, data_sha])
 
 
 def _utf8(text: str) -> bool:
@@ -199,7 +215,9 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
                 f"this npattn reads version {VERSION}"
             )
         if TABLE_KEY in raw_meta:  # written since the digest covers the tensor table
-            _check_table(path, extra, raw_meta[TABLE_KEY], raw)
+            _check_table(path, extra, raw_meta[TABLE_KEY], raw, raw_meta.get(DATA_KEY))
+            if DATA_KEY in raw_meta:  # written since it also covers each tensor's data bytes
+                _check_data(path, data, raw_meta[DATA_KEY])
         elif "index_sha256" in extra:  # older files: the digest covers the metadata only
             check_index_sha256({"format": FORMAT, "version": VERSION, **extra}, path)
         extra.pop("index_sha256", None)  # a file written before the digest was recorded loads unchecked
@@ -211,17 +229,37 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     return state, meta
 
 
-def _check_table(path: str, extra: dict[str, Any], table_sha: Any, raw: dict[str, Any]) -> None:
-    """Refuse a file whose tensor table (names, dtypes, shapes, data_offsets) or metadata no longer
-    matches the digests written with it."""
+def _check_table(path: str, extra: dict[str, Any], table_sha: Any, raw: dict[str, Any], data_sha: Any) -> None:
+    """Refuse a file whose tensor table (names, dtypes, shapes, data_offsets), metadata or data
+    digests no longer match the digests written with it."""
     table = {name: entry for name, entry in raw.items() if name != "__metadata__"}
     index = {"format": FORMAT, "version": VERSION, **extra}
     if not isinstance(table_sha, str) or "index_sha256" not in extra:
         check_index_sha256(index, path)  # no digest: refused with its message
-    if extra["index_sha256"] != _with_table(index_sha256(index), str(table_sha)):
+    data_text = None if data_sha is None else str(data_sha)
+    if extra["index_sha256"] != _with_table(index_sha256(index), str(table_sha), data_text):
         raise index_edited(path)
     if table_sha != _sha256(table):
         raise CheckpointError(
             f"{path!r}: its tensor table (names, dtypes, shapes, data_offsets) was edited after it was written "
             f"(it no longer matches its '{TABLE_KEY}'); save the object again instead of editing the file"
         )
+
+
+def _check_data(path: str, data: bytes, data_sha: str) -> None:
+    """Refuse a tensor whose data bytes no longer match the SHA-256 written with them (the table,
+    and so each tensor's offsets, is already checked)."""
+    try:
+        expected = json.loads(data_sha)
+    except (TypeError, ValueError, RecursionError):
+        expected = None
+    table = _tensor_table(data)
+    if not isinstance(expected, dict) or sorted(expected) != sorted(table):
+        raise CheckpointError(f"{path!r}: its '{DATA_KEY}' does not list one digest per tensor (the file is corrupt)")
+    for name, actual in _data_digests(data, table).items():
+        if actual != expected[name]:
+            raise CheckpointError(
+                f"{path!r}: the data of tensor {name!r} no longer matches its SHA-256 in '{DATA_KEY}' (expected "
+                f"{str(expected[name])[:12]}..., got {actual[:12]}...): the file was corrupted after it was "
+                "written (a changed byte on disk or in transfer); restore it from a good copy or save it again"
+            )

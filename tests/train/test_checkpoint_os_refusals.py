@@ -42,7 +42,7 @@ def test_a_read_only_target_is_refused_before_writing(old_file, monkeypatch):
     )
     with pytest.raises(
         npattn.CheckpointError,
-        match=rf"cannot write checkpoint '{old_file}': permission denied \(the file is read-only\)",
+        match=rf"cannot write checkpoint '{old_file}': the file cannot be replaced \(permission denied",
     ):
         npattn.save({"w": np.zeros(3)}, old_file)
     _intact(old_file)
