@@ -6,6 +6,7 @@
     checkpoint.py   safe checkpoint files (.npz with a JSON index; loading bounded by the file)
     safetensors_io.py  the .safetensors side of checkpoints
     atomic.py       save targets checked (no directories or devices) and written atomically
+    saveguard.py    a run's save path watched between its writes (never replacing a file it did not write)
     figures.py      --plot targets checked before any work; figures written atomically
     command.py      train_task (checkpointed, resumable runs) and ``npattn train``
     tokenizers.py   characters, a byte-level BPE trained on the text, GPT-2's through tiktoken

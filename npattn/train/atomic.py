@@ -22,12 +22,15 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from npattn.errors import CheckpointError, ConfigError
 
+if TYPE_CHECKING:
+    from npattn.train.saveguard import SaveGuard
+
 __all__ = [
-    "SaveGuard", "as_path", "atomic_write", "check_checkpoint_target", "check_distinct", "check_source",
+    "as_path", "atomic_write", "check_checkpoint_target", "check_distinct", "check_source",
     "check_target", "probe_target", "read_bytes", "sigint_held",
 ]  # fmt: skip
 
@@ -385,84 +388,6 @@ def _keep_mode_set_meanwhile(real: str, old: os.stat_result | None, fd: int, tex
             "file is untouched"
         )
     os.fchmod(fd, stat.S_IMODE(now.st_mode))
-
-
-def _file_id(st: os.stat_result) -> tuple[int, ...]:
-    """Kind, device, inode, size and mtime: the size and time tell apart a file rewritten in place
-    or a new file that reuses a freed inode."""
-    return (stat.S_IFMT(st.st_mode), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-class SaveGuard:
-    """What a run's save path names, so that a run which saves repeatedly never replaces a file it
-    did not write. ``state`` is taken when the run starts (nothing, or the file there, such as the
-    checkpoint it resumes) and again after each of its writes (from the written file's descriptor);
-    ``check()`` (one ``lstat``) refuses a path that holds anything else by then: a symlink put
-    there (even to the run's own file), another file, the file rewritten in place. A path that was
-    removed holds no one's data: the next save writes it again. A path given as a symlink at the
-    start stays one: its target is what is checked."""
-
-    def __init__(self, path: Any, what: str = "checkpoint") -> None:
-        self.path = as_path(path, f"{what} path")
-        self.what = what
-        self.step: int | None = None  # the step of the run's last write, set by the run
-        try:
-            self.state = self._now()
-        except OSError:
-            self.state = None  # check_target reports what cannot be examined
-
-    def _now(self) -> tuple[Any, ...] | None:
-        """(the path's own id, the id of the file a symlink there leads to or None), None if nothing."""
-        try:
-            st = os.lstat(self.path)
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        if not stat.S_ISLNK(st.st_mode):
-            return (_file_id(st), None)
-        try:
-            return (_file_id(st), _file_id(os.stat(self.path)))
-        except OSError:
-            return (_file_id(st), None)
-
-    def check(self) -> None:
-        """Nothing to say if the path holds what the run last saw there (or nothing at all).
-
-        Raises:
-            CheckpointError: naming the path and what changed; the path is left as it is.
-        """
-        try:
-            now = self._now()
-        except OSError as exc:
-            raise CheckpointError(f"cannot examine {self.what} {self.path!r}: {exc.strerror or exc}") from None
-        was = self.state
-        if now is None or now == was or (was is not None and now[0] == was[0] and now[1] is None):
-            return  # unchanged, removed, or a symlink given at the start whose target was removed
-        since = "the run started" if self.step is None else f"this run last wrote it at step {self.step}"
-        raise CheckpointError(
-            f"cannot write {self.what} {self.path!r}: it now holds {self._found(now, was)}, put there since {since} "
-            "by someone else (another run with the same save path, a user); it is left as it is, never replaced"
-        )
-
-    def _found(self, now: tuple[Any, ...], was: tuple[Any, ...] | None) -> str:
-        own, target = now
-        if stat.S_ISLNK(own[0]) and (was is None or was[0] != own):
-            try:
-                return f"a symlink to {os.readlink(self.path)!r}"
-            except OSError:
-                return "a symlink"
-        if was is None:
-            return "a file that was not there when the run started"
-        if (target or own)[:3] == (was[1] or was[0])[:3]:
-            return "the file it last saw there, modified (its size or time changed)"
-        return "another file"
-
-    def wrote(self, written: os.stat_result) -> None:
-        """The run's write of ``written`` (its descriptor's stat) is now at the path."""
-        was = self.state
-        if was is not None and stat.S_ISLNK(was[0][0]):
-            self.state = (was[0], _file_id(written))
-        else:
-            self.state = (_file_id(written), None)
 
 
 def _fsync_folder(folder: str) -> None:

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from npattn.errors import CheckpointError, ConfigError
-from npattn.train.atomic import SaveGuard, atomic_write, check_checkpoint_target, check_source, sigint_held
+from npattn.train.atomic import atomic_write, check_checkpoint_target, check_source, sigint_held
 from npattn.train.checkpoint_index import (
     FORMAT,
     META_KEY,
@@ -56,6 +56,7 @@ from npattn.train.checkpoint_index import (
     recorded_crc32,
 )
 from npattn.train.module_config import constructor_config
+from npattn.train.saveguard import SaveGuard
 
 __all__ = ["FORMAT", "VERSION", "load", "load_metadata", "save", "save_run"]
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from npattn.train import checkpoint
-from npattn.train.atomic import SaveGuard, check_outputs
+from npattn.train.atomic import check_outputs
 from npattn.train.loop import Progress
+from npattn.train.saveguard import SaveGuard
 
 __all__ = ["RunProgress"]
 

@@ -13,8 +13,8 @@ from step_hooks import on_step
 import npattn
 from npattn.cli.main import main
 from npattn.errors import CheckpointError
-from npattn.train.atomic import SaveGuard
 from npattn.train.lm_run import run_lm
+from npattn.train.saveguard import SaveGuard
 from npattn.train.text import default_corpus
 
 _on_step = on_step
