@@ -286,11 +286,14 @@ def softmax_forward(attn_scores: np.ndarray, scale: float) -> tuple[np.ndarray, 
         if np.asarray(attn_scores).dtype.kind not in "fiu":
             raise _not_numbers("softmax_forward", attn_scores=np.asarray(attn_scores))
     scores = attn_scores.astype(np.float32) if attn_scores.dtype == np.float16 else attn_scores
-    try:
-        with np.errstate(over="raise"):  # only a finite product past the largest value raises
-            scaled = scores * scale
-    except FloatingPointError:
-        scaled = scores.astype(np.float64) * scale
+    if -1.0 <= scale <= 1.0:  # |scores * scale| <= |scores|: no overflow (every module's 1/sqrt(k))
+        scaled = scores * scale
+    else:
+        try:
+            with np.errstate(over="raise"):  # only a finite product past the largest value raises
+                scaled = scores * scale
+        except FloatingPointError:
+            scaled = scores.astype(np.float64) * scale
     attn_weights = softmax(scaled, axis=-1)
     if attn_weights.dtype != (out_dtype := np.result_type(attn_scores, scale)):
         attn_weights = attn_weights.astype(out_dtype)  # rounded once
