@@ -29,7 +29,7 @@ from npattn.train.loop import (
     progress_header,
     progress_line,
 )
-from npattn.train.resume import check_resumed_settings
+from npattn.train.resume import check_resumed_settings, plain_setting
 from npattn.train.runsave import RunProgress
 from npattn.train.tasks import TASKS, make_task
 
@@ -80,8 +80,8 @@ def _run_config(task: Any, optimizer: Any, lr: Any, steps: Any, seed: Any) -> di
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}")
     return {
-        "task": task,
-        "optimizer": optimizer,
+        "task": str(task),  # np.str_ is a str: saved as a plain one
+        "optimizer": str(optimizer),
         "lr": lr,
         "seed": seed,
         "steps": check_nonnegative_int(steps, "steps"),
@@ -254,6 +254,7 @@ def train_task(
             raise
         raise CheckpointError(f"{atomic.as_path(resume)!r} holds a bad run setting: {exc}") from None
     run["lr"], run["seed"] = opt.defaults["lr"], the_task.seed  # checked: a float and an int now
+    run = {key: plain_setting(value, key) for key, value in run.items()}  # what is saved is what was checked
     history = None
     if resume is not None:
         history = _restore(saved, atomic.as_path(resume), model, opt, run, start_step)
