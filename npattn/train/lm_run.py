@@ -36,7 +36,7 @@ from npattn.optim import AdamW
 from npattn.optim.checks import as_number
 from npattn.train import atomic, checkpoint, digest
 from npattn.train.figures import check_plot_target
-from npattn.train.lm import LMHistory, differences, train_lm
+from npattn.train.lm import LMHistory, check_out, differences, train_lm
 from npattn.train.lm_continue import check_continues
 from npattn.train.lm_report import plot_losses, print_header
 from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
@@ -332,8 +332,7 @@ def run_lm(
         TrainingError: a non-finite loss or gradient (the last checkpoint written stays as it was).
     """
     save_every = check_nonnegative_int(save_every, "save_every (--save-every)")
-    if out is not None and not callable(getattr(out, "write", None)):
-        raise ConfigError(f"out must be a text stream (with write) or None, got {type(out).__name__}")
+    check_out(out)
     if save is None and save_every:
         raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
     if save is not None:
