@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from training_bad_inputs import LM_TINY
 
 import npattn
 from npattn.errors import ConfigError
@@ -15,18 +16,7 @@ from npattn.train.command import train_task
 from npattn.train.lm_run import LMSettings, run_lm
 from npattn.train.text import default_corpus
 
-TINY = {
-    "tokenizer": "char",
-    "context_length": 8,
-    "emb_dim": 8,
-    "n_heads": 2,
-    "n_layers": 1,
-    "batch_size": 2,
-    "steps": 2,
-    "eval_every": 2,
-    "eval_iter": 1,
-    "sample_tokens": 1,
-}
+TINY = {**{k: v for k, v in LM_TINY.items() if k != "text"}, "steps": 2, "eval_every": 2}  # a tiny char GPT
 
 
 @pytest.fixture(scope="module")
