@@ -47,11 +47,14 @@ def _interrupted_while_starting(signum: int, frame: _Any) -> None:
 
 
 _guarded = False
-# the import takes ~0.3 s: a Ctrl-C in it is the command's (one line, exit 130), not a traceback; an
-# ignored SIGINT (a background job) stays ignored
-if _started_as_command() and _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+_previous: _Any = None
+# the import takes ~0.3 s: a Ctrl-C in it is the command's (one line, exit 130), not a traceback.
+# A SIGINT ignored at the start (a background job of a script, `npattn train ... &`) is taken over
+# too, as the command line takes it over once it runs (npattn.cli.main.entry): otherwise a Ctrl-C
+# in the import was dropped and one after it stopped the run.
+if _started_as_command() and _signal.getsignal(_signal.SIGINT) in (_signal.default_int_handler, _signal.SIG_IGN):
     try:
-        _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+        _previous = _signal.signal(_signal.SIGINT, _interrupted_while_starting)
         _guarded = True
     except (ValueError, OSError):  # not the main thread, or no signals here
         pass
@@ -148,8 +151,8 @@ from npattn.train.lm import evaluate_model, generate_and_print_sample
 
 _compat.register_old_paths()  # npattn 0.1's flat module paths (npattn.functional, ...) still import
 
-if _guarded:  # the import is done: Python's handler again, until the command line sets its own
-    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+if _guarded:  # the import is done: the handler from before again, until the command line sets its own
+    _signal.signal(_signal.SIGINT, _previous)
 
 __version__ = "0.1.0"
 

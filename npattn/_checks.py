@@ -56,7 +56,7 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
             masked entries (``refuse_masked``).
     """
     if not isinstance(value, np.ndarray):
-        value = from_tensor(value)
+        value = from_tensor(value, name)
         try:
             arr = np.asarray(value)
         except ValueError as exc:  # ragged lists in NumPy >= 1.24
@@ -110,10 +110,27 @@ def plain(value: np.ndarray, name: str) -> np.ndarray:
     return np.asarray(value)
 
 
-def from_tensor(value: Any) -> Any:
+def from_tensor(value: Any, name: str = "") -> Any:
     """``value.detach().cpu().numpy()`` for a torch tensor (duck-typed), else ``value`` unchanged.
-    A bfloat16 tensor, which NumPy has no dtype for, is widened to float32 first (exactly)."""
-    if all(callable(getattr(value, name, None)) for name in ("detach", "cpu", "numpy")):
+    A bfloat16 tensor, which NumPy has no dtype for, is widened to float32 first (exactly).
+
+    Raises:
+        DTypeError: a tensor without values to read: on the meta device, or not dense (sparse,
+            mkldnn); the message starts with ``name`` when given.
+    """
+    if all(callable(getattr(value, method, None)) for method in ("detach", "cpu", "numpy")):
+        where = f"{name}: " if name else ""
+        if getattr(value, "is_meta", False) is True:
+            raise DTypeError(
+                f"{where}expected a tensor with values, got a tensor of shape {tuple(value.shape)} on the meta "
+                "device (it has no data); create it on a real device, e.g. torch.empty(..., device='cpu')"
+            )
+        layout = str(getattr(value, "layout", "torch.strided"))
+        if layout != "torch.strided":
+            raise DTypeError(
+                f"{where}expected a dense tensor (layout torch.strided), got layout {layout}; convert it with "
+                "tensor.to_dense()"
+            )
         value = value.detach().cpu()
         if str(getattr(value, "dtype", "")) == "torch.bfloat16" and callable(getattr(value, "float", None)):
             value = value.float()
@@ -401,7 +418,7 @@ def stage_arrays(fn: _F) -> _F:
             return _floats(plain(value, f"{stage}: {name}"), name)
         if isinstance(value, np.generic):  # a NumPy scalar: the 0-d array it stands for
             return _floats(np.asarray(value), name)
-        converted = from_tensor(value)
+        converted = from_tensor(value, f"{stage}: {name}")
         if isinstance(converted, np.ndarray):
             return _floats(converted, name)
         raise DTypeError(

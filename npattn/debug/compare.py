@@ -169,6 +169,11 @@ def _stages_of(
         return found, output
     if not callable(impl):
         raise ConfigError(f"compare expects a Module, a Trace or a function, got {type(impl).__name__}")
+    if any(cls.__module__.split(".")[0] == "torch" for cls in type(impl).__mro__):  # it would get ndarrays
+        raise ConfigError(
+            f"compare runs npattn Modules, Traces and NumPy functions, got a PyTorch {type(impl).__name__}; "
+            "check a PyTorch attention class with `npattn check FILE.py:CLASS` (npattn.check_attention)"
+        )
     if weights is not None:
         W = weights_of(weights)
         refuse_biases(W)  # the function is handed the three matrices only

@@ -43,8 +43,10 @@ class Stage:
 class Trace:
     """Every stage of one forward pass, in the order they ran, and the output.
 
-    ``trace["attn_weights"]`` is the array of the first stage with that name (or that qualified
-    name, e.g. ``"heads.1.attn_weights"``); ``trace.shapes`` maps qualified names to shapes.
+    ``trace["heads.1.attn_weights"]`` is the array of the stage with that qualified name;
+    ``trace["attn_weights"]``, a plain name, works when one sub-module recorded it (several heads or
+    blocks each record one: then a ConfigError lists their qualified names). ``trace.shapes`` maps
+    qualified names to shapes.
     """
 
     stages: list[Stage]
@@ -58,13 +60,24 @@ class Trace:
         return len(self.stages)
 
     def stage(self, name: str) -> Stage:
-        """The first stage whose qualified name or plain name is ``name``; KeyError otherwise."""
+        """The first stage whose qualified name is ``name``, else the stage whose plain name is.
+
+        Raises:
+            ConfigError: several sub-modules recorded a stage of that plain name (which one is meant?).
+            KeyError: no stage of that name.
+        """
         for stage in self.stages:
             if stage.qualname == name:
                 return stage
-        for stage in self.stages:
-            if stage.name == name:
-                return stage
+        matches = [s for s in self.stages if s.name == name]
+        owners = list(dict.fromkeys(s.qualname for s in matches))
+        if len(owners) > 1:
+            raise ConfigError(
+                f"trace[{name!r}] is ambiguous: {len(owners)} recorded stages are named {name!r} "
+                f"({', '.join(owners)}); ask for one of them by its full name"
+            )
+        if matches:
+            return matches[0]
         raise KeyError(f"no stage named {name!r}; recorded: {', '.join(s.qualname for s in self.stages)}")
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -96,8 +109,9 @@ class Trace:
         ]
         head = f"trace of {self.module_name}" if self.module_name else "trace"
         parts = [_html.table(["stage", "formula", "inputs", "shape"], rows, caption=head)]
-        if "attn_weights" in self:
-            stage = self.stage("attn_weights")
+        weights = [s for s in self.stages if s.name == "attn_weights"]
+        if weights:
+            stage = weights[0]
             where = " (first sequence, first head)" if stage.array.ndim > 2 else ""
             parts.append(_html.heatmap(stage.array, caption=f"{stage.qualname}{where}: row = query, column = key"))
         return _html.wrap(*parts)

@@ -156,7 +156,8 @@ def fused_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
     q, k, v_aug, E, l_inv, out, scale, causal = cache
     lead = d_context_vec.shape[:-2]
     B, n, m = E.shape
-    G_l = flat(d_context_vec).astype(E.dtype, copy=False) * l_inv  # G / l, (B, n, kv)
+    kv = v_aug.shape[-1] - 1  # explicit widths below: reshape(-1, ...) is ambiguous for kv = 0
+    G_l = np.reshape(d_context_vec, (B, n, kv)).astype(E.dtype, copy=False) * l_inv  # G / l, (B, n, kv)
     D_l = row_dot(G_l, out)  # rowsum(G * context_vec) / l = rowsum(dA * A) / l
     G_D = augment(G_l, -D_l)
     d_queries = np.empty_like(q)
@@ -174,7 +175,7 @@ def fused_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray,
         d_keys[:, :end] += np.matmul(T(dS), q[:, a:e])
     d_queries *= d_queries.dtype.type(scale)
     return (
-        d_queries.reshape(*lead, n, -1),
-        d_keys.reshape(*lead, m, -1),
-        d_values.reshape(*lead, m, -1),
+        d_queries.reshape(*lead, n, q.shape[-1]),
+        d_keys.reshape(*lead, m, k.shape[-1]),
+        d_values.reshape(*lead, m, kv),
     )

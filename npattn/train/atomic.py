@@ -228,13 +228,17 @@ def check_checkpoint_target(path: Any) -> tuple[str, bool]:
     return real, safetensors
 
 
-def check_run_target(path: Any) -> str:
+def check_run_target(path: Any, holds: bool = True) -> str:
     """A training run's ``--save`` target: what ``check_target`` accepts (a device such as /dev/null
     is refused as a device, not for its name), a path ending in .npz (the checkpoint holds optimizer
-    state and history, which .safetensors cannot), then ``probe_target``. One rule for every task.
+    state and history, which .safetensors cannot), then ``probe_target``, then what the file there
+    holds (``checkpoint_target.check_run_file``: nothing, or a training run's checkpoint) unless
+    ``holds`` is False (a run that first checks that ``path`` is none of its inputs calls
+    ``check_outputs`` after that). One rule for every task.
 
     Raises:
-        ConfigError: another extension. CheckpointError: as ``probe_target``.
+        ConfigError: another extension. CheckpointError: as ``probe_target``, or the path holds
+            another file (an ``np.savez`` file, a model saved with ``npattn.save``, text, ...).
     """
     name = as_path(path)
     check_checkpoint_target(name)
@@ -243,7 +247,18 @@ def check_run_target(path: Any) -> str:
             "--save: a training checkpoint is an .npz file (it holds the optimizer state and the history), "
             f"got {name!r}"
         )
-    return probe_target(path)
+    real = probe_target(path)
+    if holds:
+        check_outputs(path)
+    return real
+
+
+def check_outputs(save: Any, plot: Any = None) -> None:
+    """What a run's ``save`` and ``plot`` targets hold (None: no such target), for a run that first
+    checks they are none of its inputs: ``checkpoint_target.check_outputs``."""
+    from npattn.train.checkpoint_target import check_outputs  # reads checkpoints: above this module
+
+    check_outputs(save, plot)
 
 
 def probe_target(path: Any, what: str = "checkpoint") -> str:

@@ -1,6 +1,8 @@
 """Figures written like checkpoints: ``check_plot_target(path)`` refuses, before any work, a
 ``--plot`` path that matplotlib cannot write (no matplotlib, an extension it has no writer for)
-or that is not a file (a directory, a device, a missing folder: ``atomic.check_target``);
+or that is not a file (a directory, a device, a missing folder: ``atomic.check_target``), or that
+holds a file matplotlib did not write (``check_replaceable``: a re-run replaces its own plot, never
+a user's photo or document);
 ``save_figure(fig, path)`` renders in the format the extension names (PNG without one) and
 replaces the file atomically, so the path is exactly the file written.
 """
@@ -11,10 +13,10 @@ import io
 import os
 from typing import Any
 
-from npattn.errors import ConfigError
+from npattn.errors import CheckpointError, ConfigError
 from npattn.train.atomic import as_path, atomic_write, check_target
 
-__all__ = ["PLOT_HINT", "check_plot_target", "save_figure"]
+__all__ = ["PLOT_HINT", "check_plot_target", "check_replaceable", "save_figure"]
 
 PLOT_HINT = "--plot needs matplotlib: pip install 'npattn[plot]' (or pip install matplotlib)"
 
@@ -23,13 +25,14 @@ def _format(path: str) -> str:
     return os.path.splitext(path)[1][1:].lower() or "png"
 
 
-def check_plot_target(path: Any) -> str:
+def check_plot_target(path: Any, holds: bool = True) -> str:
     """The plot path, checked before any work.
 
     Raises:
         ConfigError: matplotlib is missing, fails to import (a bad MPLBACKEND), or cannot write the
             file's extension.
-        CheckpointError: the path is a directory, a device, or its folder does not exist.
+        CheckpointError: the path is a directory, a device, or its folder does not exist, or it
+            holds a file that is not an image matplotlib wrote (``check_replaceable``).
     """
     try:
         import matplotlib  # noqa: F401  (first: its submodules may be loaded while it is not importable)
@@ -42,12 +45,44 @@ def check_plot_target(path: Any) -> str:
             "matplotlibrc (npattn draws with the Agg backend whatever they say)"
         ) from None
     text = as_path(path, "plot path")
-    check_target(text, "plot")
+    real = check_target(text, "plot")
+    if holds:  # False: a run that first checks the path is none of its inputs checks this after that
+        check_replaceable(real, text)
     ext = _format(text)
     supported = ", ".join(sorted(FigureCanvasBase.get_supported_filetypes()))
     if ext not in FigureCanvasBase.get_supported_filetypes():
         raise ConfigError(f"--plot {text!r}: matplotlib cannot write .{ext} files (it writes {supported})")
     return text
+
+
+MARK_BYTES = 1 << 16  # matplotlib names itself near the start (PNG, SVG, EPS, PS) or the end (PDF)
+
+
+def check_replaceable(real: str, text: str) -> None:
+    """An existing ``--plot`` file is replaced only if it is empty or names matplotlib in its first or
+    last 64 KiB (the Software / Creator entry of every PNG, PDF, SVG, EPS and PS matplotlib writes,
+    a plot of an earlier run among them). JPEG, WebP, TIFF, GIF, SVGZ and raw files carry no such
+    entry: an existing one is refused, as is any other file.
+
+    Raises:
+        CheckpointError: naming the path, and how to proceed (remove the file or choose another path).
+    """
+    try:
+        with open(real, "rb") as f:
+            head = f.read(MARK_BYTES)
+            f.seek(max(0, os.fstat(f.fileno()).st_size - MARK_BYTES))
+            tail = f.read(MARK_BYTES)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise CheckpointError(f"cannot read the existing plot {text!r}: {exc.strerror or exc}") from None
+    if not head or b"matplotlib" in head.lower() or b"matplotlib" in tail.lower():
+        return
+    raise CheckpointError(
+        f"--plot {text!r} already exists and is not an image matplotlib wrote (it starts with {head[:8]!r} and "
+        "has no matplotlib Software/Creator entry); a plot replaces only an earlier plot, never another file: "
+        "remove the file or choose another plot path"
+    )
 
 
 def save_figure(fig: Any, path: str, **savefig: Any) -> None:

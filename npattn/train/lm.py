@@ -311,7 +311,8 @@ def _check_gives_batches(loader: Any, what: str, name: str) -> None:
     DataLoader, a list of (input, target) batches); a loader of length 0 is refused."""
     try:  # no iter(loader) here: a torch DataLoader's iterator draws its seed from torch's stream
         empty = len(loader) == 0
-        if not isinstance(loader, Iterable):
+        iterable = isinstance(loader, Iterable)
+        if not iterable:
             raise TypeError
     except TypeError:
         raise ConfigError(

@@ -336,9 +336,9 @@ def run_lm(
     if save is None and save_every:
         raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
     if save is not None:
-        atomic.check_run_target(save)
+        atomic.check_run_target(save, holds=False)  # what it holds: after check_distinct below
     if plot is not None:
-        check_plot_target(plot)
+        check_plot_target(plot, holds=False)  # what it holds: after check_distinct below
     given = _check_given(given)
     if resume is not None:
         saved, stored, tokenizer, resumed = _read_checkpoint(resume)
@@ -350,6 +350,7 @@ def run_lm(
         {"text (--text)": settings.text, "resume (--resume)": resume},
         may_equal=("resume (--resume)", "save (--save)"),  # resuming saves over its own checkpoint
     )
+    atomic.check_outputs(save, plot)  # each holds nothing, or what such a run writes (never a user's file)
     try:
         text, text_sha256 = _load_text(settings)
     except ConfigError as exc:

@@ -1,6 +1,7 @@
 """The save target of a run that saves repeatedly: ``RunProgress`` is ``Progress`` with a
 ``SaveGuard``, so each save first checks that the path still holds what the run last wrote there
-(or what was there when it started), and a run stopped before its first save says so exactly."""
+(or what was there when it started: nothing, or a training run's checkpoint, checked again
+here), and a run stopped before its first save says so exactly."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from npattn.train import checkpoint
-from npattn.train.atomic import SaveGuard
+from npattn.train.atomic import SaveGuard, check_outputs
 from npattn.train.loop import Progress
 
 __all__ = ["RunProgress"]
@@ -25,6 +26,7 @@ class RunProgress(Progress):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        check_outputs(self.save)  # again, just before the guard's look: nothing, or a run's checkpoint
         self.guard = None if self.save is None else SaveGuard(self.save)
 
     def _holds(self) -> str:

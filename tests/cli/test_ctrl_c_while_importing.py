@@ -38,12 +38,14 @@ sys.meta_path.insert(0, _HoldNumpy())
 SCRIPT = "import sys\nfrom npattn.cli.main import entry\nsys.exit(entry())\n"  # what pip writes
 
 
-def _interrupted(tmp_path, argv):
+def _interrupted(tmp_path, argv, ignored=False):
+    """``ignored``: start with SIGINT ignored, as a script's background job (``cmd &``) is."""
     (tmp_path / "hook").mkdir()
     (tmp_path / "hook" / "sitecustomize.py").write_text(HOOK)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "hook"), str(ROOT)])}
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None
     proc = subprocess.Popen(
-        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ignore
     )  # fmt: skip
     try:
         line = proc.stdout.readline()
@@ -64,6 +66,15 @@ def test_ctrl_c_during_the_import_of_the_command_is_one_line_and_130(tmp_path, h
     line, code, err = _interrupted(tmp_path, argv)
     assert (code, err) == (130, "npattn train: interrupted\n")
     assert line.startswith("holding the import of numpy; Python's handler: False")  # the guard was on
+
+
+def test_a_background_job_started_with_ctrl_c_ignored_is_interrupted_during_the_import_too(tmp_path):
+    """Started as `npattn train ... &` from a script, SIGINT is ignored: the import used to keep it
+    ignored (the press was dropped and the run trained on) while the command line, once running,
+    takes Ctrl-C over; now the import does as the command line does."""
+    line, code, err = _interrupted(tmp_path, [sys.executable, "-m", "npattn", "train", "--steps", "5"], ignored=True)
+    assert line.startswith("holding the import of numpy; Python's handler: False")
+    assert (code, err) == (130, "npattn train: interrupted\n")
 
 
 def test_import_npattn_in_a_program_keeps_pythons_handler(tmp_path):

@@ -14,7 +14,8 @@ The five stages of the seed article, as in SelfAttention_v1.forward:
     4 weights   attn_weights = dropout(attn_weights) (identity without dropout)
     5 context   context_vec = attn_weights @ values
 
-Nothing here knows about modules or parameters: every attention class composes these pairs.
+Nothing here knows about modules or parameters: every attention class composes these pairs
+(with the multi-head reshapes and concat of heads.py).
 
 Inputs are ndarrays and are not converted (a PyTorch tensor is taken as its ndarray, as the
 modules take it; a list, a number or None is refused with a DTypeError naming the stage and the
@@ -31,7 +32,7 @@ data). Operands that are not real numbers (bool, complex, object) are refused wi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -46,16 +47,12 @@ __all__ = [
     "bias_backward",
     "bias_forward",
     "causal_mask",
-    "concat_backward",
-    "concat_forward",
     "context_backward",
     "context_forward",
     "dropout_backward",
     "dropout_forward",
     "mask_backward",
     "mask_forward",
-    "merge_heads_backward",
-    "merge_heads_forward",
     "project_backward",
     "project_forward",
     "project_qkv_backward",
@@ -65,8 +62,6 @@ __all__ = [
     "softmax",
     "softmax_backward",
     "softmax_forward",
-    "split_heads_backward",
-    "split_heads_forward",
 ]
 
 Recorder = Callable[[str, np.ndarray], None]
@@ -280,21 +275,37 @@ def softmax_forward(attn_scores: np.ndarray, scale: float) -> tuple[np.ndarray, 
     """attn_weights = softmax(attn_scores * scale, axis=-1); each row sums to 1 over the keys.
     ``scale`` is a finite real number (the book's 1/sqrt(k); 0 and negative values are taken as given).
 
+    float16 scores are computed in float32 and the weights rounded once to float16. Where
+    ``attn_scores * scale`` overflows the dtype from finite scores (60000 * 4 in float16 or float32's
+    3e38 * 4), the product is taken in float64: the weights are the float64 answer rounded, not NaN.
+
     Raises:
         DTypeError: attn_scores that are not real numbers (bool, complex, ...).
         ConfigError: scale not a finite real number (NaN, inf, a string, an array)."""
     if type(attn_scores) is not np.ndarray or attn_scores.dtype.kind not in "fiu":
         if np.asarray(attn_scores).dtype.kind not in "fiu":
             raise _not_numbers("softmax_forward", attn_scores=np.asarray(attn_scores))
-    attn_weights = softmax(attn_scores * scale, axis=-1)
+    scores = attn_scores.astype(np.float32) if attn_scores.dtype == np.float16 else attn_scores
+    try:
+        with np.errstate(over="raise"):  # only a finite product past the largest value raises
+            scaled = scores * scale
+    except FloatingPointError:
+        scaled = scores.astype(np.float64) * scale
+    attn_weights = softmax(scaled, axis=-1)
+    if attn_weights.dtype != (out_dtype := np.result_type(attn_scores, scale)):
+        attn_weights = attn_weights.astype(out_dtype)  # rounded once
     return attn_weights, (attn_weights.copy(), scale)  # a private copy: the caller may edit what it gets
 
 
 def softmax_backward(d_attn_weights: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
-    """Returns (d_attn_scores,) = scale * A * (dA - rowsum(dA * A))."""
+    """Returns (d_attn_scores,) = scale * A * (dA - rowsum(dA * A)); float16 is computed in float32
+    and rounded once to float16."""
     # forward: attn_weights = softmax(attn_scores * scale, axis=-1)
     attn_weights, scale = cache
     _check_grad("softmax_backward", d_attn_weights, attn_weights.shape)
+    if np.result_type(d_attn_weights, attn_weights) == np.float16:
+        cache32 = (attn_weights.astype(np.float32), scale)
+        return (softmax_backward(d_attn_weights.astype(np.float32), cache32)[0].astype(np.float16),)
     row_dot = np.add.reduce(d_attn_weights * attn_weights, axis=-1, keepdims=True)  # rowsum(dA * A)
     d_attn_scores = scale * attn_weights * (d_attn_weights - row_dot)
     return (d_attn_scores,)
@@ -360,69 +371,6 @@ def context_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarra
     d_attn_weights = d_context_vec @ _T(values)
     d_values = _T(attn_weights) @ d_context_vec
     return d_attn_weights, d_values
-
-
-# ----------------------------------------------------------------------------------------------
-# Multi-head reshapes: their backward is the inverse reshape.
-
-
-def split_heads_forward(x: np.ndarray, num_heads: int) -> tuple[np.ndarray, tuple]:
-    """(b, n, d_out) -> (b, num_heads, n, head_dim): ``x.view(b, n, h, hd).transpose(1, 2)``.
-
-    Raises:
-        ConfigError: num_heads not a positive integer. ShapeError: x not 3-D or d_out not divisible."""
-    if x.ndim != 3 or x.shape[-1] % num_heads:
-        raise _shape_error("split_heads_forward", f"x must be (b, n, d_out) with d_out divisible by {num_heads}", x=x)
-    b, n, d_out = x.shape
-    out = x.reshape(b, n, num_heads, d_out // num_heads).transpose(0, 2, 1, 3)
-    return out, (x.shape,)
-
-
-def split_heads_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
-    """Returns (dx (b, n, d_out),)."""
-    # forward: out = x.reshape(b, n, h, hd).transpose(0, 2, 1, 3)
-    (shape,) = cache
-    b, n, width = shape
-    if d_out.ndim != 4 or (d_out.shape[0], d_out.shape[2], d_out.shape[1] * d_out.shape[3]) != (b, n, width):
-        raise _shape_error(
-            "split_heads_backward", f"expected a gradient (b={b}, h, n={n}, hd) with h * hd = {width}", d_out=d_out
-        )
-    return (d_out.transpose(0, 2, 1, 3).reshape(shape),)
-
-
-def merge_heads_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
-    """(b, h, n, hd) -> (b, n, h * hd): ``x.transpose(1, 2).contiguous().view(b, n, d_out)``."""
-    if x.ndim != 4:
-        raise _shape_error("merge_heads_forward", "x must be (b, h, n, hd)", x=x)
-    b, h, n, hd = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(b, n, h * hd), (x.shape,)
-
-
-def merge_heads_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
-    """Returns (dx (b, h, n, hd),)."""
-    # forward: out = x.transpose(0, 2, 1, 3).reshape(b, n, h * hd)
-    (shape,) = cache
-    b, h, n, hd = shape
-    _check_grad("merge_heads_backward", d_out, (b, n, h * hd))
-    return (d_out.reshape(b, n, h, hd).transpose(0, 2, 1, 3),)
-
-
-def concat_forward(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, tuple]:
-    """``torch.cat(arrays, dim=-1)``: the wrapper's head outputs side by side."""
-    if not arrays or any(a.ndim < 1 or a.shape[:-1] != arrays[0].shape[:-1] for a in arrays):
-        shapes = [a.shape for a in arrays]
-        raise ShapeError(f"concat_forward: needs one or more arrays equal in all but the last axis; got {shapes}")
-    widths = [a.shape[-1] for a in arrays]
-    return np.concatenate(arrays, axis=-1), (widths,)
-
-
-def concat_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, ...]:
-    """Returns one gradient per concatenated array."""
-    # forward: out = concatenate(arrays, axis=-1)
-    (widths,) = cache
-    if np.ndim(d_out) < 1 or np.shape(d_out)[-1] != sum(widths):
-        raise _shape_error("concat_backward", f"expected a gradient whose last axis is {sum(widths)} wide", d_out=d_out)
-    return tuple(np.split(d_out, np.cumsum(widths)[:-1], axis=-1))
 
 
 def check_head_dim(queries: np.ndarray, keys: np.ndarray, stage: str) -> None:

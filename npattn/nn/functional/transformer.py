@@ -94,6 +94,9 @@ def layer_norm_forward(
             f"layer_norm_forward: x (..., d) needs scale (d,) and shift (d,); "
             f"got x {x.shape}, scale {scale.shape}, shift {shift.shape}"
         )
+    half = np.result_type(x, scale, shift) == np.float16
+    if x.dtype == np.float16:  # statistics in float32, as torch's layer_norm for half: float16's
+        x = x.astype(np.float32)  # var overflows at 65504 and its mean of ~1000 keeps 3 digits
     mean = x.mean(axis=-1, keepdims=True)
     norm_x = x - mean  # centred; divided by std in place below
     var = (norm_x * norm_x).mean(axis=-1, keepdims=True)
@@ -101,6 +104,8 @@ def layer_norm_forward(
     norm_x /= std
     out = scale * norm_x
     out += shift
+    if half:
+        out = out.astype(np.float16)  # rounded once
     return out, (norm_x, std, scale.copy())  # the cache's own scale: editing it cannot change dx
 
 
@@ -108,10 +113,15 @@ def layer_norm_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np
     """Returns (dx (..., d), dscale (d,), dshift (d,)); dscale and dshift sum over every leading axis.
 
     dx = (g - mean(g) - norm_x * mean(g * norm_x)) / std with g = d_out * scale, means over the last axis.
+    A float16 d_out and scale are computed in float32 (the forward's norm_x and std) and the three
+    gradients rounded once to float16.
     """
     # forward: out = scale * norm_x + shift,  norm_x = (x - mean) / sqrt(var + eps)
     norm_x, std, scale = cache
     _check_grad("layer_norm_backward", d_out, norm_x.shape)
+    if np.result_type(d_out, scale) == np.float16 and norm_x.dtype == np.float32:
+        grads = layer_norm_backward(d_out.astype(np.float32), (norm_x, std, scale.astype(np.float32)))
+        return grads[0].astype(np.float16), grads[1].astype(np.float16), grads[2].astype(np.float16)
     d = norm_x.shape[-1]
     dshift = d_out.reshape(-1, d).sum(axis=0, dtype=np.result_type(d_out, norm_x))
     dscale = (d_out * norm_x).reshape(-1, d).sum(axis=0)
