@@ -147,6 +147,7 @@ from npattn.train import (
     train_lm,
     train_task,
 )
+from npattn.train.lm import evaluate_model, generate_and_print_sample
 
 _compat.register_old_paths()  # npattn 0.1's flat module paths (npattn.functional, ...) still import
 
@@ -220,11 +221,13 @@ __all__ = [
     "default_corpus",
     "default_generator",
     "diagnose",
+    "evaluate_model",
     "fit",
     "fit_lbfgs",
     "functional",
     "fused",
     "generate",
+    "generate_and_print_sample",
     "generate_text_simple",
     "gradcheck",
     "gradcheck_pipeline",

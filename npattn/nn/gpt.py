@@ -57,12 +57,14 @@ GPT_CONFIG_124M = {
 
 
 def _checked(cfg: Any) -> dict[str, Any]:
-    """The book's config, every value checked. Raises ConfigError naming the bad key."""
+    """The book's config, every value checked and made a plain Python int, float or bool (a NumPy
+    scalar such as ``np.int64(8)`` becomes ``8``: ``model.cfg`` is what a checkpoint stores as JSON).
+    Raises ConfigError naming the bad key."""
     cfg = check_config(cfg)
     for key in ("vocab_size", "context_length", "emb_dim", "n_heads", "n_layers"):
-        check_positive_int(cfg[key], f"cfg[{key!r}]")
-    check_probability(cfg["drop_rate"], "cfg['drop_rate']")
-    check_bool(cfg["qkv_bias"], "cfg['qkv_bias']")
+        cfg[key] = check_positive_int(cfg[key], f"cfg[{key!r}]")
+    cfg["drop_rate"] = check_probability(cfg["drop_rate"], "cfg['drop_rate']")
+    cfg["qkv_bias"] = check_bool(cfg["qkv_bias"], "cfg['qkv_bias']")
     if cfg["emb_dim"] % cfg["n_heads"]:
         raise ConfigError(
             f"cfg['emb_dim'] must be divisible by cfg['n_heads'], got emb_dim={cfg['emb_dim']} and "

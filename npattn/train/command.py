@@ -29,7 +29,7 @@ from npattn.train.loop import (
     progress_header,
     progress_line,
 )
-from npattn.train.resume import check_resumed_settings
+from npattn.train.resume import check_resumed_settings, plain_setting
 from npattn.train.runsave import RunProgress
 from npattn.train.tasks import TASKS, make_task
 
@@ -80,8 +80,8 @@ def _run_config(task: Any, optimizer: Any, lr: Any, steps: Any, seed: Any) -> di
     if not isinstance(optimizer, str) or optimizer not in OPTIMIZERS:
         raise ConfigError(f"unknown optimizer {optimizer!r}; choose one of {sorted(OPTIMIZERS)}")
     return {
-        "task": task,
-        "optimizer": optimizer,
+        "task": str(task),  # np.str_ is a str: saved as a plain one
+        "optimizer": str(optimizer),
         "lr": lr,
         "seed": seed,
         "steps": check_nonnegative_int(steps, "steps"),
@@ -137,10 +137,10 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
 
 
 def _restore(
-    saved: dict[str, Any], name: str, model: Module, opt: Optimizer, run: dict[str, Any], step: int
+    saved: dict[str, Any], name: str, model: Module, opt: Optimizer, initial: dict[str, np.ndarray], step: int
 ) -> History:
-    """Load the model, the optimizer and the history; everything is checked before training starts."""
-    initial = {key: p.data.copy() for key, p in model.named_parameters()}  # what the run's seed and task build
+    """Load the model, the optimizer and the history; everything is checked before training starts.
+    ``initial``: the weights the run's seed and task build."""
     try:
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["optimizer"])
@@ -156,6 +156,29 @@ def _restore(
     check_optimizer_steps(opt, step, name)
     _check_logged_weights(history, model, initial, step, name)
     return history
+
+
+def _check_history_to_save(history: History, model: Module, initial: dict[str, np.ndarray], step: int) -> None:
+    """The history a save is about to write passes the checks its resume makes (``_restore``), so a
+    run never writes a checkpoint it would refuse; only a callback given the history (``on_log``)
+    can have changed it.
+
+    Raises:
+        TrainingError: naming the step and the entry; nothing is written.
+    """
+    marker = "history"
+    try:
+        restored = History.from_state_dict(history.state_dict())
+        check_history(restored, marker)
+        check_history_of(restored, model, step, CheckpointError, repr(marker))
+        _check_logged_weights(restored, model, initial, step, marker)
+    except CheckpointError as exc:
+        problem = str(exc).removeprefix(f"{marker!r}: ")
+        raise TrainingError(
+            f"training stopped at step {step}: {problem}; the run's history was changed after it was recorded "
+            "(by a callback: on_log is given the history to read, not to edit), so a checkpoint of it would "
+            "not resume and was not written"
+        ) from None
 
 
 def _check_logged_weights(
@@ -254,9 +277,11 @@ def train_task(
             raise
         raise CheckpointError(f"{atomic.as_path(resume)!r} holds a bad run setting: {exc}") from None
     run["lr"], run["seed"] = opt.defaults["lr"], the_task.seed  # checked: a float and an int now
+    run = {key: plain_setting(value, key) for key, value in run.items()}  # what is saved is what was checked
     history = None
+    initial = {key: p.data.copy() for key, p in model.named_parameters()}  # what the run's seed and task build
     if resume is not None:
-        history = _restore(saved, atomic.as_path(resume), model, opt, run, start_step)
+        history = _restore(saved, atomic.as_path(resume), model, opt, initial, start_step)
     progress = RunProgress(start_step, None if save is None else atomic.as_path(save))
     if on_start is not None:
         on_start()
@@ -269,6 +294,7 @@ def train_task(
                 raise TrainingError(
                     f"training stopped at step {step}: the update made {bad} non-finite, so it was not saved"
                 )
+            _check_history_to_save(hist, model, initial, step)
             state = digest.stamped({
                 "run": run,
                 "step": step,

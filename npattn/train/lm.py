@@ -24,6 +24,7 @@ loader's seed and e), and stops with ``TrainingError`` before a non-finite step 
 from __future__ import annotations
 
 import dataclasses
+import io
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -297,6 +298,14 @@ def progress_line(epoch: int, history: LMHistory) -> str:
     )
 
 
+def check_out(out: Any) -> None:
+    """``out`` (where a run prints) is a text stream or None (not a binary one, which print cannot
+    write to). Raises ConfigError naming its type."""
+    binary = isinstance(out, (io.RawIOBase, io.BufferedIOBase))
+    if out is not None and (binary or isinstance(out, type) or not callable(getattr(out, "write", None))):
+        raise ConfigError(f"out must be a text stream (with write) or None, got {type(out).__name__}")
+
+
 def _check_gives_batches(loader: Any, what: str, name: str) -> None:
     """A loader must have a length and iterate (what ``calc_loss_loader`` reads: an npattn or torch
     DataLoader, a list of (input, target) batches); a loader of length 0 is refused."""
@@ -315,10 +324,11 @@ def _check_gives_batches(loader: Any, what: str, name: str) -> None:
         fix = "a longer text, a shorter context or a smaller batch"
         if not (hasattr(dataset, "max_length") and hasattr(dataset, "__len__")):
             raise ConfigError(f"{what} gives no batch (a loader of length 0); use {fix}")
-        windows = f"{len(dataset)} windows of {dataset.max_length} tokens for batches of {loader.batch_size}"
+        held: Any = loader  # a loader of length 0 with a dataset: npattn's or torch's DataLoader
+        windows = f"{len(dataset)} windows of {dataset.max_length} tokens for batches of {held.batch_size}"
         if isinstance(dataset, GPTDatasetV1):  # the stride may be the cause: name it, and the one that gives a batch
             windows += f" (a window starts every stride = {dataset.stride} tokens of its {len(dataset.token_ids)})"
-            stride = largest_stride(dataset, loader.batch_size if getattr(loader, "drop_last", True) else 1)
+            stride = largest_stride(dataset, held.batch_size if getattr(loader, "drop_last", True) else 1)
             fix = fix if stride is None else f"a stride of at most {stride}, or {fix}"
         raise ConfigError(f"{what} gives no batch: {windows}; use {fix}")
 
@@ -392,6 +402,7 @@ def train_lm(
             than one context window plus one token, or than one batch with drop_last).
         TrainingError: the loss or a gradient became NaN or inf (the weights were not updated).
     """
+    check_out(out)
     tokenizer = check_tokenizer(tokenizer)
     if isinstance(model, Module):
         check_optimizer_of(model, optimizer, "train_lm")

@@ -35,12 +35,13 @@ from npattn.nn.gpt import GPTModel
 from npattn.optim import AdamW
 from npattn.optim.checks import as_number
 from npattn.train import atomic, checkpoint, digest
-from npattn.train.figures import check_plot_target, save_figure
-from npattn.train.lm import LMHistory, differences, train_lm
+from npattn.train.figures import check_plot_target
+from npattn.train.lm import LMHistory, check_out, differences, train_lm
 from npattn.train.lm_continue import check_continues
+from npattn.train.lm_report import plot_losses, print_header
 from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
 from npattn.train.loop import check_optimizer_settings, check_optimizer_steps
-from npattn.train.resume import check_resumed_settings
+from npattn.train.resume import check_resumed_settings, plain_setting
 from npattn.train.runsave import RunProgress
 from npattn.train.tasks import TASKS
 from npattn.train.text import (
@@ -93,22 +94,25 @@ class LMSettings:
         def name(field: str) -> str:
             return f"{field} (--{field.replace('_', '-')})"
 
+        def put(field: str, value: Any) -> None:  # the checked value, a plain Python one (what is saved)
+            object.__setattr__(self, field, value)
+
         for field in ("context_length", "emb_dim", "n_heads", "n_layers", "batch_size", "eval_every", "eval_iter"):
-            check_positive_int(getattr(self, field), name(field))
+            put(field, check_positive_int(getattr(self, field), name(field)))
         for field in ("vocab_size", "stride", "epochs", "top_k"):
             if getattr(self, field) is not None:
-                check_positive_int(getattr(self, field), name(field))
-        check_seed(self.seed, name("seed"))
-        check_nonnegative_int(self.sample_tokens, name("sample_tokens"))
+                put(field, check_positive_int(getattr(self, field), name(field)))
+        put("seed", check_seed(self.seed, name("seed")))
+        put("sample_tokens", check_nonnegative_int(self.sample_tokens, name("sample_tokens")))
         if self.steps is not None:
-            check_nonnegative_int(self.steps, name("steps"))
-        object.__setattr__(self, "drop_rate", check_probability(self.drop_rate, name("drop_rate")))
-        check_bool(self.qkv_bias, name("qkv_bias"))
+            put("steps", check_nonnegative_int(self.steps, name("steps")))
+        put("drop_rate", check_probability(self.drop_rate, name("drop_rate")))
+        put("qkv_bias", check_bool(self.qkv_bias, name("qkv_bias")))
         for field in ("lr", "weight_decay", "temperature"):  # kept as Python floats: compared exactly on resume
             value = check_finite(as_number(getattr(self, field)), name(field))  # a 0-d tensor: its number
             if value < 0:
                 raise ConfigError(f"{name(field)} must be >= 0, got {getattr(self, field)}")
-            object.__setattr__(self, field, value)
+            put(field, value)
         if self.tokenizer not in TOKENIZER_KINDS:
             raise ConfigError(
                 f"unknown tokenizer {self.tokenizer!r} (--tokenizer); choose one of {', '.join(TOKENIZER_KINDS)}"
@@ -131,6 +135,8 @@ class LMSettings:
             raise ConfigError(f"tokenizer (--tokenizer) must be a str, got {type(self.tokenizer).__name__}")
         if not isinstance(self.prompt, str) or not self.prompt:
             raise ConfigError("prompt (--prompt) must be a non-empty text")
+        for field in ("text", "tokenizer", "dtype", "prompt"):  # np.str_ is a str: saved as one
+            put(field, plain_setting(getattr(self, field), name(field)))
 
 
 RESUMABLE = ("text", "steps", "epochs", "eval_every", "eval_iter", "prompt", "sample_tokens", "temperature", "top_k")
@@ -326,8 +332,7 @@ def run_lm(
         TrainingError: a non-finite loss or gradient (the last checkpoint written stays as it was).
     """
     save_every = check_nonnegative_int(save_every, "save_every (--save-every)")
-    if out is not None and not callable(getattr(out, "write", None)):
-        raise ConfigError(f"out must be a text stream (with write) or None, got {type(out).__name__}")
+    check_out(out)
     if save is None and save_every:
         raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
     if save is not None:
@@ -410,7 +415,7 @@ def run_lm(
             "history": hist.state_dict(),
             "dropout_rng": rng_state(model),
         })
-        progress.save_run(hist.global_step + 1, state, "GPTModel", cfg)
+        progress.save_run(hist.global_step + 1, state, "GPTModel", model.cfg)
 
     def on_step(hist: LMHistory) -> None:
         progress.step = hist.global_step + 1
@@ -418,7 +423,7 @@ def run_lm(
             write(hist)
 
     if out is not None:
-        _print_header(settings, text, tokenizer, train_loader, val_loader, model, resume, out)
+        print_header(settings, text, tokenizer, train_loader, val_loader, model, resume, out)
     start = 0 if history is None else history.global_step + 1
     progress = RunProgress(start, None if save is None else atomic.as_path(save))
     try:
@@ -443,57 +448,3 @@ def run_lm(
     if plot is not None:
         plot_losses(history, plot, steps_per_epoch)
     return model, tokenizer, history
-
-
-def _print_header(
-    settings: LMSettings,
-    text: str,
-    tokenizer: Tokenizer,
-    train_loader: DataLoader,
-    val_loader: DataLoader,
-    model: Any,
-    resume: Any,
-    out: TextIO,
-) -> None:
-    source = settings.text if settings.text is not None else "the standard library's pydoc_data.topics"
-    n_params = sum(p.size for p in model.parameters())
-    length = f"{settings.steps} steps" if settings.steps is not None else f"{settings.epochs or 1} epoch(s)"
-    print(f"text: {source}, {len(text):,} characters", file=out)
-    print(
-        f"tokenizer: {settings.tokenizer}, vocabulary {tokenizer.vocab_size}; "
-        f"{len(train_loader.dataset.token_ids):,} training and {len(val_loader.dataset.token_ids):,} validation tokens",
-        file=out,
-    )
-    print(
-        f"model: GPTModel(vocab {tokenizer.vocab_size}, context {settings.context_length}, emb {settings.emb_dim}, "
-        f"{settings.n_heads} heads, {settings.n_layers} layers, dropout {settings.drop_rate}), "
-        f"{n_params:,} parameters, {settings.dtype}, seed {settings.seed}",
-        file=out,
-    )
-    print(
-        f"training: AdamW(lr={settings.lr}, weight_decay={settings.weight_decay}), batches of {settings.batch_size}, "
-        f"{len(train_loader)} steps per epoch, {length}"
-        + (f" (resuming {os.fspath(resume)})" if resume is not None else ""),
-        file=out,
-    )
-
-
-def plot_losses(history: LMHistory, path: str, steps_per_epoch: int) -> None:
-    """The book's plot: training and validation loss against the tokens seen (epochs on top)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(history.track_tokens_seen, history.train_losses, label="training loss")
-    ax.plot(history.track_tokens_seen, history.val_losses, linestyle="-.", label="validation loss")
-    ax.set(xlabel="tokens seen", ylabel="loss (cross-entropy)")
-    ax.legend(loc="upper right")
-    top = ax.twiny()
-    epochs = [(step + 1) / steps_per_epoch for step in history.eval_steps]
-    top.plot(epochs, history.train_losses, alpha=0)  # invisible: aligns the epoch axis
-    top.set_xlabel("epochs")
-    fig.tight_layout()
-    save_figure(fig, path, dpi=100)
-    plt.close(fig)

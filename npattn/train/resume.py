@@ -13,10 +13,37 @@ import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from npattn.errors import ConfigError
 from npattn.optim.checks import as_number
 
-__all__ = ["check_resumed_settings", "fresh_value"]
+__all__ = ["check_resumed_settings", "fresh_value", "plain_setting"]
+
+
+def plain_setting(value: Any, name: str) -> Any:
+    """A checked run setting as the plain Python value a checkpoint stores (JSON's types): a NumPy
+    bool as bool, a NumPy integer as int, a NumPy float as float, a str subclass (``np.str_``) as
+    str; None and Python's own values unchanged. Runs call it where they check their settings,
+    before the first step, so what a run saves is what it checked.
+
+    Raises:
+        ConfigError: naming ``name``, for any other value (it could not be saved).
+    """
+    if value is None or type(value) in (bool, int, float, str):
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    raise ConfigError(
+        f"{name} must be a plain bool, int, float or str (what a checkpoint stores), got {value!r} "
+        f"({type(value).__name__})"
+    )
 
 
 def fresh_value(value: Any) -> Any:
