@@ -15,6 +15,11 @@
     generate.py     the book's chapter-5 generate: greedy, temperature, top-k, eos
     lm.py           the book's chapter-5 loop: calc_loss_batch, calc_loss_loader, train_lm
     lm_run.py       a whole language-model run from settings, with checkpoints (``npattn train --task lm``)
+    lm_state.py, lm_continue.py, lm_report.py  a run's arrays and dropout streams; the checks of a
+                    continued history; the run's header and loss plot
+    checkpoint_index.py, checkpoint_target.py, runsave.py  the JSON index (checked by save and load
+                    alike); what a run's --save may replace; a run's saves through its SaveGuard
+    history.py, resume.py  a run's record, read back checked; a resume's settings, one check
 """
 
 from npattn.train import checkpoint, tasks
