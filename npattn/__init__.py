@@ -47,14 +47,13 @@ def _interrupted_while_starting(signum: int, frame: _Any) -> None:
 
 
 _guarded = False
-_previous: _Any = None
 # the import takes ~0.3 s: a Ctrl-C in it is the command's (one line, exit 130), not a traceback.
 # A SIGINT ignored at the start (a background job of a script, `npattn train ... &`) is taken over
 # too, as the command line takes it over once it runs (npattn.cli.main.entry): otherwise a Ctrl-C
 # in the import was dropped and one after it stopped the run.
 if _started_as_command() and _signal.getsignal(_signal.SIGINT) in (_signal.default_int_handler, _signal.SIG_IGN):
     try:
-        _previous = _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+        _signal.signal(_signal.SIGINT, _interrupted_while_starting)
         _guarded = True
     except (ValueError, OSError):  # not the main thread, or no signals here
         pass
@@ -151,8 +150,9 @@ from npattn.train.lm import evaluate_model, generate_and_print_sample
 
 _compat.register_old_paths()  # npattn 0.1's flat module paths (npattn.functional, ...) still import
 
-if _guarded:  # the import is done: the handler from before again, until the command line sets its own
-    _signal.signal(_signal.SIGINT, _previous)
+# When guarded, the guard stays until the command line sets its own handler (npattn.cli.main.entry):
+# ``python -m npattn`` still imports the command line's modules after this line, and a Ctrl-C there
+# printed Python's traceback.
 
 __version__ = "0.1.0"
 

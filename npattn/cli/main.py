@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, NoReturn, TextIO
 
+from npattn import _interrupts
 from npattn.book import BOOK_TOKENS, book_inputs
 from npattn.cli.check import DEFAULT_TIMEOUT, run_check_isolated
 from npattn.cli.demo import format_matrix, run_demo
@@ -314,6 +315,7 @@ def entry() -> int:
 
 def _first_interrupt_only(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the presses after this one wait for nothing
+    _interrupts.press()  # should Python lose the exception, the training loop raises it at its next step
     raise KeyboardInterrupt
 
 

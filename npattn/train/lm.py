@@ -34,6 +34,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
+from npattn._interrupts import raise_if_pressed
 from npattn.errors import BackwardError, CheckpointError, ConfigError, TrainingError
 from npattn.nn.functional import token_cross_entropy_backward, token_cross_entropy_forward
 from npattn.nn.module import Module
@@ -457,6 +458,7 @@ def train_lm(
         for _ in range(history.batch):  # resuming inside an epoch: skip the batches already used
             next(batches)
         for input_batch, target_batch in batches:
+            raise_if_pressed()  # a Ctrl-C the command line's handler could not deliver (npattn._interrupts)
             started = time.perf_counter()
             optimizer.zero_grad()
             loss = calc_loss_batch(input_batch, target_batch, model)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_nonnegative_int
+from npattn._interrupts import raise_if_pressed
 from npattn.errors import CheckpointError, ConfigError, TrainingError
 from npattn.nn.losses import CrossEntropyLoss, Loss, MSELoss
 from npattn.nn.module import Module
@@ -343,6 +344,7 @@ def fit(
         _check_given_history(history, model, start_step, criterion)
     optimizer.zero_grad()
     for step in range(start_step, steps):
+        raise_if_pressed()  # a Ctrl-C the command line's handler could not deliver (npattn._interrupts)
         batch = batches(step)
         if not isinstance(batch, (tuple, list)) or len(batch) != 2:
             got = type(batch).__name__ + (f" of {len(batch)}" if isinstance(batch, (tuple, list)) else "")

@@ -85,9 +85,14 @@ def test_import_npattn_in_a_program_keeps_pythons_handler(tmp_path):
     assert code == -signal.SIGINT and err.rstrip().endswith("KeyboardInterrupt")  # Python's own, untouched
 
 
-def test_after_the_import_the_handler_is_pythons_again(tmp_path):
+def test_after_the_import_the_guard_stays_until_the_command_line_sets_its_own(tmp_path):
+    """``python -m npattn`` imports the command line's modules after the package: a Ctrl-C there
+    printed Python's traceback when the package had given Python's handler back."""
     code = "import signal, sys; sys.argv[0] = '-m'; sys.orig_argv = ['python', '-m', 'npattn']; import npattn; "
-    code += "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, npattn._guarded)"
+    code += "print(signal.getsignal(signal.SIGINT) is npattn._interrupted_while_starting, npattn._guarded); "
+    code += "from npattn.cli.main import _first_interrupt_only, entry; sys.argv = ['npattn', 'train', '--steps', '0']; "
+    code += "entry(); print(signal.getsignal(signal.SIGINT) is _first_interrupt_only)"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert out.stdout.split() == ["True", "True"], out.stderr
+    run = [sys.executable, "-c", code]
+    out = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split()[:2] == ["True", "True"] and out.stdout.split()[-1] == "True", out.stdout + out.stderr
