@@ -14,9 +14,9 @@ from typing import Any
 
 from npattn.errors import CheckpointError
 from npattn.train.atomic import as_path, resolved
-from npattn.train.checkpoint import _Npz
+from npattn.train.checkpoint import _Npz, load
 from npattn.train.checkpoint_index import check_index_sha256
-from npattn.train.digest import DIGEST_KEY
+from npattn.train.digest import DIGEST_KEY, verified
 from npattn.train.figures import check_replaceable
 
 __all__ = ["RUN_KEYS", "check_outputs", "check_run_file", "foreign_content"]
@@ -50,6 +50,11 @@ def foreign_content(path: str) -> str | None:
         return f"a file that is not an npattn checkpoint ({type(exc).__name__}: {exc})"
     keys = _top_keys(header["tree"])
     if all(key in keys for key in RUN_KEYS):
+        try:  # a run's checkpoint is what a run wrote: its digest must match its entries (as a resume checks)
+            verified(load(path), path)
+        except CheckpointError as exc:
+            why = str(exc).replace(repr(path), "the file", 1)
+            return f"a file with a training run's entries that no run wrote as it is ({why})"
         return None
     shown = ", ".join(map(str, keys[:5])) + (", ..." if len(keys) > 5 else "")
     of = f"a {header['class']}" if isinstance(header.get("class"), str) else "a state dict"

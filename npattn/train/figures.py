@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from npattn.errors import CheckpointError, ConfigError
-from npattn.train.atomic import as_path, atomic_write, check_target
+from npattn.train.atomic import as_path, atomic_write, check_target, resolved
 
 __all__ = ["PLOT_HINT", "check_plot_target", "check_replaceable", "save_figure"]
 
@@ -79,14 +79,23 @@ def check_replaceable(real: str, text: str) -> None:
     if not head or b"matplotlib" in head.lower() or b"matplotlib" in tail.lower():
         return
     raise CheckpointError(
-        f"--plot {text!r} already exists and is not an image matplotlib wrote (it starts with {head[:8]!r} and "
+        f"--plot {text!r} holds a file that is not an image matplotlib wrote (it starts with {head[:8]!r} and "
         "has no matplotlib Software/Creator entry); a plot replaces only an earlier plot, never another file: "
         "remove the file or choose another plot path"
     )
 
 
 def save_figure(fig: Any, path: str, **savefig: Any) -> None:
-    """Render ``fig`` in the format of ``path``'s extension and replace ``path`` atomically."""
+    """Render ``fig`` in the format of ``path``'s extension and replace ``path`` atomically.
+
+    What ``path`` leads to is checked again just before the write (``check_replaceable``): a file put
+    there while the run trained (a symlink to its checkpoint or to a user's file, a copied PDF) is
+    refused and left as it is, as at the start.
+
+    Raises:
+        CheckpointError: the path now holds a file that is not an image matplotlib wrote.
+    """
     image_bytes = io.BytesIO()
     fig.savefig(image_bytes, format=_format(path), **savefig)
+    check_replaceable(resolved(path, "plot"), path)
     atomic_write(path, image_bytes.getvalue(), "plot")

@@ -24,7 +24,7 @@ def test_demo_refuses_a_file_matplotlib_did_not_write(tmp_path, capsys, name, da
     path.write_bytes(data)
     assert main(["demo", "--plot", str(path)]) == 2
     out, err = capsys.readouterr()
-    assert err.count("\n") == 1 and "already exists and is not an image matplotlib wrote" in err
+    assert err.count("\n") == 1 and "holds a file that is not an image matplotlib wrote" in err
     assert "remove the file or choose another plot path" in err and out == ""
     assert path.read_bytes() == data
 
@@ -33,7 +33,7 @@ def test_run_lm_refuses_a_foreign_plot_before_printing_anything(tmp_path):
     path = tmp_path / "loss.png"
     path.write_bytes(b"\x89PNG\r\n\x1a\n someone's picture")
     out = io.StringIO()
-    with pytest.raises(CheckpointError, match=r"--plot .*loss.png' already exists and is not an image matplotlib"):
+    with pytest.raises(CheckpointError, match=r"--plot .*loss.png' holds a file that is not an image matplotlib"):
         run_lm({"steps": 1}, plot=path, out=out)
     assert out.getvalue() == "" and path.read_bytes() == b"\x89PNG\r\n\x1a\n someone's picture"
 
