@@ -14,11 +14,10 @@ from npattn.errors import CheckpointError
 from npattn.train import train_task
 from npattn.train.figures import save_figure
 
-plt = pytest.importorskip("matplotlib.pyplot")
-
 
 @pytest.mark.parametrize("planted", ["symlink to a checkpoint", "symlink to notes", "copied pdf"])
 def test_a_plot_path_changed_during_the_run_is_refused_and_kept(tmp_path, planted):
+    plt = pytest.importorskip("matplotlib.pyplot")
     train_task("teacher-student", steps=2, save=str(tmp_path / "r.npz"), log_every=0)
     (tmp_path / "notes.txt").write_text("precious")
     plot = tmp_path / "p.png"
