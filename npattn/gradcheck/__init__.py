@@ -133,14 +133,19 @@ def gradcheck(
 
     _check_eps(eps, [p.data for p in model.parameters()] + ([x64] if check_input else []))
     model.zero_grad()
-    # a forward on another input first: a backward that keeps state from its first call (a stale
-    # cache, a running sum) is then differentiated against the wrong forward and fails
-    model(np.roll(x64, 1) if ids else x64 * 0.5 + 0.25)
-    first_out = _check_output(model(x64.copy()), "gradcheck")  # a copy for every call: a forward may edit its input
-    out = _check_output(model(x64.copy()), "gradcheck")
-    _check_same(first_out, out, "gradcheck")
-    G = rng.standard_normal(out.shape)
+    # a forward and a backward on another input first (its gradients then zeroed): a backward that
+    # keeps state from its first call (a stale cache, memoised gradients) gives that input's gradient
+    other = np.roll(x64, 1) if ids else x64 * 0.5 + 0.25
+    other_out = model(other.copy())
     try:
+        if isinstance(other_out, np.ndarray):  # otherwise refused below, on x's output
+            with np.errstate(all="ignore"):  # the other input's gradients are only run, never compared
+                model.backward(copy.deepcopy(rng).standard_normal(other_out.shape))  # G's values, when shapes agree
+        model.zero_grad()
+        first_out = _check_output(model(x64.copy()), "gradcheck")  # a copy for every call: a forward may edit x
+        out = _check_output(model(x64.copy()), "gradcheck")
+        _check_same(first_out, out, "gradcheck")
+        G = rng.standard_normal(out.shape)
         dx = model.backward(G.copy())  # a copy: a backward that edits its grad_output must not change G
     except NotImplementedError as exc:
         raise ConfigError(f"gradcheck needs a module with a backward: {exc}") from None
@@ -170,7 +175,47 @@ def gradcheck(
         dx = _gradient(dx, "x", x64.shape)
         check = _compare("x", x64, dx, loss, eps, atol, rtol, fast_mode, n_directions, rng, noise, report.rounding)
         report.checks.append(check)
+    if not report.passed:
+        report.reason = _other_input(model, other, G, first, dx if check_input else None, report, eps, rtol, rng)
     return _finish(report, raise_exception)
+
+
+def _other_input(
+    model: Module,
+    other: np.ndarray,
+    G: np.ndarray,
+    first: Mapping[str, np.ndarray],
+    dx: np.ndarray | None,
+    report: GradcheckReport,
+    eps: float,
+    rtol: float,
+    rng: np.random.Generator,
+) -> str:
+    """Why the failed tensors failed, when their analytical gradients are those of the other input
+    (run before x): the backward keeps state between calls. "" otherwise."""
+    failed = [c.name for c in report.failures]
+    params = dict(model.named_parameters())
+
+    def loss() -> float:
+        out = _check_output(model(other.copy()), "gradcheck")
+        if out.shape != G.shape:
+            raise ConfigError("the other input's output has another shape")
+        return float(np.sum(out * G))
+
+    try:
+        for name in failed:
+            target, grad = (other, dx) if name == "x" and dx is not None else (params[name].data, first.get(name))
+            if grad is None:
+                return ""
+            if not _compare(name, target, grad, loss, eps, report.atol, rtol, False, 1, rng, report.noise).passed:
+                return ""
+    except (ConfigError, KeyError):  # the other input's forward is not finite, or of another shape: no verdict
+        return ""
+    return (
+        f"gradcheck: the backward gives another input's gradient: its gradient of {', '.join(failed)} is that of "
+        "the input run before x (a forward and backward on another input run first), so it keeps state between "
+        "calls (a cache or gradients saved on the first call); compute the gradient from this call's forward"
+    )
 
 def _check_accumulates(model: Module, x: np.ndarray, G: np.ndarray, first: Mapping[str, np.ndarray]) -> None:
     """A second forward and backward must add the same gradient again (``.grad`` accumulates, as in

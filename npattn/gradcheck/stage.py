@@ -111,8 +111,10 @@ def gradcheck_stage(
             raise GradcheckError(f"gradcheck_stage: forward must return (out, cache), got {type(result).__name__}")
         return _check_output(result[0], "gradcheck_stage"), result[1]
 
-    # a forward on other inputs first, as gradcheck does: a backward that keeps an earlier forward's
-    # state instead of the cache it is given is then differentiated against the wrong forward and fails
+    # a forward on other inputs first and last, as gradcheck does, and a backward of the other cache
+    # before the checked one: a backward that keeps an earlier call's state instead of the cache it is
+    # given (a cache saved on the first call, the last forward's global) then gives the other inputs'
+    # gradient and fails
     earlier = [np.roll(a, 1) if a.dtype.kind in "iub" else np.array(a * 0.5 + 0.25) for a in arrays]
     forward(*(a.copy() for a in earlier), **kwargs)
     first_out = run()[0]
@@ -124,6 +126,9 @@ def gradcheck_stage(
             "L = sum(out * G) is always 0, so no wrong gradient could fail the check"
         )
     G = rng.standard_normal(np.shape(out))
+    other_cache = forward(*(a.copy() for a in earlier), **kwargs)[1]
+    with np.errstate(all="ignore"):  # the other inputs' backward is only run, never compared
+        backward(G.copy(), other_cache)
     grads = backward(G.copy(), cache)  # a copy: a backward that edits its d_out must not change G
     floats = _match_gradients(grads, forward, inputs, arrays, names, given, floats, unchecked)
     by_input = dict(zip(floats, grads)) if len(grads) != len(arrays) else dict(enumerate(grads))
@@ -160,8 +165,8 @@ def _earlier_forward(
     rtol: float,
     rng: np.random.Generator,
 ) -> str:
-    """Why the failed tensors failed, when their analytical gradients are those of the forward run
-    first (on other inputs): the backward keeps that forward's state, not the cache it is given.
+    """Why the failed tensors failed, when their analytical gradients are those of the other inputs
+    (run before): the backward keeps state between calls instead of using the cache it is given.
     "" otherwise."""
     failed = {c.name for c in report.failures}
 
@@ -183,9 +188,9 @@ def _earlier_forward(
         return ""
     names = ", ".join(c.name for c in report.failures)
     return (
-        f"gradcheck_stage: the backward does not use the cache it is given: its gradient of {names} is that of an "
-        "earlier forward (on other inputs, run first), so it keeps an earlier forward's state (a cache saved on "
-        "the first call, a global); compute the gradient from the cache argument"
+        f"gradcheck_stage: the backward does not use the cache it is given: its gradient of {names} is another input's "
+        "gradient (the forward and backward run on other inputs before these), so it keeps state between calls "
+        "(a cache saved on the first call, the last forward's global); compute the gradient from the cache argument"
     )
 
 
