@@ -56,13 +56,15 @@ def check_plot_target(path: Any, holds: bool = True) -> str:
 
 
 MARK_BYTES = 1 << 16  # matplotlib names itself near the start (PNG, SVG, EPS, PS) or the end (PDF)
+IMAGE_STARTS = (b"\x89PNG\r\n\x1a\n", b"%PDF-", b"<?xml", b"<svg", b"%!PS-Adobe")  # matplotlib's files start so
 
 
 def check_replaceable(real: str, text: str) -> None:
-    """An existing ``--plot`` file is replaced only if it is empty or names matplotlib in its first or
-    last 64 KiB (the Software / Creator entry of every PNG, PDF, SVG, EPS and PS matplotlib writes,
-    a plot of an earlier run among them). JPEG, WebP, TIFF, GIF, SVGZ and raw files carry no such
-    entry: an existing one is refused, as is any other file.
+    """An existing ``--plot`` file is replaced only if it is empty, or a PNG, PDF, SVG, EPS or PS file
+    (by its first bytes) that names matplotlib in its first or last 64 KiB (the Software / Creator
+    entry of every such file matplotlib writes, a plot of an earlier run among them). JPEG, WebP,
+    TIFF, GIF, SVGZ and raw files carry no such entry: an existing one is refused, as is any other
+    file (a text that merely names matplotlib among them).
 
     Raises:
         CheckpointError: naming the path, and how to proceed (remove the file or choose another path).
@@ -76,7 +78,8 @@ def check_replaceable(real: str, text: str) -> None:
         return
     except OSError as exc:
         raise CheckpointError(f"cannot read the existing plot {text!r}: {exc.strerror or exc}") from None
-    if not head or b"matplotlib" in head.lower() or b"matplotlib" in tail.lower():
+    image = head.startswith(IMAGE_STARTS)  # a PNG, PDF, SVG or (E)PS file, not a text that names matplotlib
+    if not head or (image and (b"matplotlib" in head.lower() or b"matplotlib" in tail.lower())):
         return
     raise CheckpointError(
         f"--plot {text!r} holds a file that is not an image matplotlib wrote (it starts with {head[:8]!r} and "

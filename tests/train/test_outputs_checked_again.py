@@ -14,8 +14,10 @@ from npattn.errors import CheckpointError
 from npattn.train import train_task
 from npattn.train.figures import save_figure
 
+PLANTED = ["symlink to a checkpoint", "symlink to notes", "copied pdf", "text naming matplotlib"]
 
-@pytest.mark.parametrize("planted", ["symlink to a checkpoint", "symlink to notes", "copied pdf"])
+
+@pytest.mark.parametrize("planted", PLANTED)
 def test_a_plot_path_changed_during_the_run_is_refused_and_kept(tmp_path, planted):
     plt = pytest.importorskip("matplotlib.pyplot")
     train_task("teacher-student", steps=2, save=str(tmp_path / "r.npz"), log_every=0)
@@ -28,8 +30,10 @@ def test_a_plot_path_changed_during_the_run_is_refused_and_kept(tmp_path, plante
             os.symlink(tmp_path / "r.npz", plot)
         elif planted == "symlink to notes":
             os.symlink(tmp_path / "notes.txt", plot)
-        else:
+        elif planted == "copied pdf":
             plot.write_bytes(b"%PDF-1.7 a user's thesis")
+        else:  # names matplotlib, but is no image: a user's notes, kept
+            plot.write_bytes(b"my thesis on matplotlib, not a matplotlib file")
         before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
         with pytest.raises(CheckpointError, match=r"--plot .*p\.png' holds a file that is not an image matplotlib"):
             save_figure(fig, str(plot))
