@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+from safetensors_bytes import joined, split
 
 import npattn
 from npattn.errors import CheckpointError
@@ -16,14 +17,6 @@ from npattn.train import checkpoint_index, safetensors_io
 pytest.importorskip("safetensors")
 
 
-def _split(data):
-    n = int.from_bytes(data[:8], "little")
-    return json.loads(data[8 : 8 + n]), data[8 + n :]
-
-
-def _joined(header, body):
-    text = json.dumps(header).encode("utf-8")
-    return len(text).to_bytes(8, "little") + text + body
 
 
 def _saved(tmp_path):
@@ -47,7 +40,7 @@ def test_the_flipped_last_byte_is_refused_naming_the_tensor(tmp_path):
 def test_no_flipped_byte_of_the_data_loads_as_other_weights(tmp_path):
     path, _ = _saved(tmp_path)
     good = path.read_bytes()
-    _, body = _split(good)
+    _, body = split(good)
     start = len(good) - len(body)
     for i in range(start, len(good)):
         for bit in (0x01, 0x40):
@@ -60,16 +53,16 @@ def test_no_flipped_byte_of_the_data_loads_as_other_weights(tmp_path):
 
 def test_removing_the_data_digests_is_refused(tmp_path):
     path, _ = _saved(tmp_path)
-    header, body = _split(path.read_bytes())
+    header, body = split(path.read_bytes())
     del header["__metadata__"]["data_sha256"]
-    path.write_bytes(_joined(header, body))
+    path.write_bytes(joined(header, body))
     with pytest.raises(CheckpointError, match="its index was edited after it was written"):
         npattn.load(path)
 
 
 def test_a_file_written_before_the_data_digests_loads_as_before(tmp_path):
     path, state = _saved(tmp_path)
-    header, body = _split(path.read_bytes())
+    header, body = split(path.read_bytes())
     meta = header["__metadata__"]
     del meta["data_sha256"]
     extra = json.loads(meta["npattn"])
@@ -77,7 +70,7 @@ def test_a_file_written_before_the_data_digests_loads_as_before(tmp_path):
     extra["index_sha256"] = safetensors_io._with_table(index, meta["tensors_sha256"])
     meta["npattn"] = json.dumps(extra)
     body = body[:-1] + bytes([body[-1] ^ 0x40])  # unchecked, as it was
-    path.write_bytes(_joined(header, body))
+    path.write_bytes(joined(header, body))
     loaded = npattn.load(path)
     assert list(loaded) == list(state)
     np.testing.assert_array_equal(loaded["W_query"], state["W_query"])
@@ -86,7 +79,7 @@ def test_a_file_written_before_the_data_digests_loads_as_before(tmp_path):
 
 def test_the_saved_file_still_loads_exactly(tmp_path):
     path, state = _saved(tmp_path)
-    header, _ = _split(path.read_bytes())
+    header, _ = split(path.read_bytes())
     assert sorted(json.loads(header["__metadata__"]["data_sha256"])) == sorted(state)
     loaded = npattn.load(path)
     for name in state:

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from safetensors_bytes import joined, split
 
 import npattn
 from npattn.errors import CheckpointError
@@ -15,14 +16,6 @@ from npattn.train import checkpoint_index
 pytest.importorskip("safetensors")
 
 
-def _header(data):
-    n = int.from_bytes(data[:8], "little")
-    return json.loads(data[8 : 8 + n]), data[8 + n :]
-
-
-def _with_header(header, body):
-    text = json.dumps(header).encode("utf-8")
-    return len(text).to_bytes(8, "little") + text + body
 
 
 def _saved(tmp_path):
@@ -33,19 +26,19 @@ def _saved(tmp_path):
 
 def test_swapped_offsets_are_refused(tmp_path):
     path = _saved(tmp_path)
-    header, body = _header(path.read_bytes())
+    header, body = split(path.read_bytes())
     q, k = header["W_query.weight"], header["W_key.weight"]
     q["data_offsets"], k["data_offsets"] = k["data_offsets"], q["data_offsets"]
-    path.write_bytes(_with_header(header, body))
+    path.write_bytes(joined(header, body))
     with pytest.raises(CheckpointError, match=r"its tensor table \(names, dtypes, shapes, data_offsets\) was edited"):
         npattn.load(path)
 
 
 def test_removing_the_table_digest_is_refused(tmp_path):
     path = _saved(tmp_path)
-    header, body = _header(path.read_bytes())
+    header, body = split(path.read_bytes())
     del header["__metadata__"]["tensors_sha256"]
-    path.write_bytes(_with_header(header, body))
+    path.write_bytes(joined(header, body))
     with pytest.raises(CheckpointError, match="its index was edited after it was written"):
         npattn.load(path)
 
@@ -53,7 +46,7 @@ def test_removing_the_table_digest_is_refused(tmp_path):
 def test_a_file_whose_digest_covers_the_metadata_only_still_loads(tmp_path):
     path = _saved(tmp_path)
     state = npattn.load(path)
-    header, body = _header(path.read_bytes())
+    header, body = split(path.read_bytes())
     meta = header["__metadata__"]
     del meta["tensors_sha256"]
     extra = json.loads(meta["npattn"])
@@ -61,6 +54,6 @@ def test_a_file_whose_digest_covers_the_metadata_only_still_loads(tmp_path):
         {"format": checkpoint_index.FORMAT, "version": checkpoint_index.VERSION, **extra}
     )
     meta["npattn"] = json.dumps(extra)
-    path.write_bytes(_with_header(header, body))
+    path.write_bytes(joined(header, body))
     old = npattn.load(path)
     assert list(old) == list(state) and all(np.array_equal(old[k], state[k]) for k in state)
