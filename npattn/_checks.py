@@ -300,7 +300,8 @@ def check_finite(value: Any, name: str) -> float:
     """Return ``value`` as float if it is a finite real number (not bool), else raise ConfigError."""
     number = finite_float(value)
     if number is None:
-        raise ConfigError(f"{name} must be a finite number, got {shown(value)}")
+        what = "a finite number, not a bool" if isinstance(value, (bool, np.bool_)) else "a finite number"
+        raise ConfigError(f"{name} must be {what}, got {shown(value)}")
     return number
 
 

@@ -29,6 +29,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from npattn.book import book_batch, book_inputs
+from npattn.cli.argtypes import plain_number
 from npattn.debug.backward import attention_reference
 from npattn.debug.diagnose import diagnose
 from npattn.debug.tolerance import matches
@@ -51,11 +52,10 @@ def parse_timeout(text: Any) -> float:
     Raises:
         ConfigError: anything else (the CLI prints it on one line, exit 2).
     """
-    try:
-        seconds = float(text)
-    except (TypeError, ValueError):
-        seconds = math.nan
-    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT):
+    seconds = plain_number(text)
+    if seconds is None and isinstance(text, (int, float)) and not isinstance(text, bool):
+        seconds = float(text)  # called from Python with a number
+    if seconds is None or not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT):
         raise ConfigError(f"--timeout must be a number of seconds > 0 and <= {MAX_TIMEOUT:g}, got {text!r}")
     return seconds
 

@@ -18,6 +18,7 @@ from npattn.errors import ConfigError
 from npattn.optim import Adam
 from npattn.train.figures import check_plot_target, save_figure
 from npattn.train.loop import History, fit, progress_header, progress_line
+from npattn.train.saveguard import SaveGuard
 from npattn.train.tasks import SelectiveCopy, attention_weights
 
 __all__ = ["DEMO_LR", "DEMO_STEPS", "format_matrix", "run_demo"]
@@ -65,6 +66,7 @@ def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> i
     if plot is not None:
         try:
             check_plot_target(plot)
+            guard = SaveGuard(plot, "plot")  # what the path holds now is what the plot may replace
         except ConfigError as err:
             tell(f"npattn demo: error: {err}")
             return 2
@@ -126,12 +128,14 @@ def run_demo(out: TextIO, plot: str | None = None, steps: int = DEMO_STEPS) -> i
         file=out,
     )
     if plot is not None:
-        _plot(plot, history, attn_before, attn_after, tokens)
+        _plot(plot, guard, history, attn_before, attn_after, tokens)
         print(f"\nwrote {plot}", file=out)
     return 0 if after["accuracy"] > 0.99 else 1
 
 
-def _plot(path: str, history: History, attn_before: np.ndarray, attn_after: np.ndarray, tokens: list[str]) -> None:
+def _plot(
+    path: str, guard: SaveGuard, history: History, attn_before: np.ndarray, attn_after: np.ndarray, tokens: list[str]
+) -> None:
     """Loss curve and the before/after attention heatmaps of the shown sequence."""
     import matplotlib
 
@@ -147,5 +151,5 @@ def _plot(path: str, history: History, attn_before: np.ndarray, attn_after: np.n
         ax.set_xticks(range(len(tokens)), tokens)
         ax.set_yticks(range(len(tokens)), tokens)
     fig.colorbar(image, ax=axes[1:], shrink=0.8)
-    save_figure(fig, path, dpi=100, bbox_inches="tight")
+    save_figure(fig, path, guard, dpi=100, bbox_inches="tight")
     plt.close(fig)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import re
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, NoReturn, TextIO
 
 from npattn import _interrupts
 from npattn.book import BOOK_TOKENS, book_inputs
+from npattn.cli.argtypes import COUNT, SEED, decimal, integer, whole
 from npattn.cli.check import DEFAULT_TIMEOUT, run_check_isolated
 from npattn.cli.demo import format_matrix, run_demo
 from npattn.cli.streams import RUNS, OutputRefused, Stdout, discard, hold_closed_descriptors, tell
@@ -84,40 +84,13 @@ class _Parser(argparse.ArgumentParser):
             _Parser.refused.append(exc.strerror or str(exc))
 
 
-def _int(text: str) -> int:
-    """An argparse type: an integer in plain ASCII digits, with an optional '-' (Python's int() also
-    takes '5_0' as 50, ' 5', '+5' and other scripts' digits, none of which a command line means)."""
-    if not re.fullmatch(r"-?[0-9]+", text):
-        raise argparse.ArgumentTypeError(f"expected an integer (digits 0-9), got {text!r}")
-    return int(text)
-
-
-def _integer(low: int, high: int | None = None, what: str = "") -> Callable[[str], int]:
-    """An argparse type: an integer in [low, high]; ``what`` says why there is a ceiling."""
-
-    def parse(text: str) -> int:
-        value = _int(text)
-        if value < low:
-            kind = "a positive integer" if low == 1 else f"an integer >= {low}"
-            raise argparse.ArgumentTypeError(f"must be {kind}, got {value}")
-        if high is not None and value > high:
-            raise argparse.ArgumentTypeError(f"must be at most {high}{what}, got {value}")
-        return value
-
-    return parse
-
-
-SEED = _integer(0, 2**32 - 1, " (the tasks' and inputs' seeds lie in [0, 2**32))")
-COUNT = _integer(0)
-
-
 SIZE_DEFAULTS = {"tokens": 6, "d_in": 3, "d_out": 2, "seed": 123}
 
 
 def _add_sizes(cmd: argparse.ArgumentParser, limit: int, why: str) -> None:
     """The size options; their defaults (``SIZE_DEFAULTS``) are filled in by ``_sizes``, so that
     ``trace --book`` can tell a given option from a default one."""
-    size = _integer(1, limit, why)
+    size = integer(1, limit, why)
     cmd.add_argument("--tokens", type=size, help=f"number of tokens n (default 6, at most {limit})")
     cmd.add_argument("--d-in", type=size, help=f"input dimension (default 3, at most {limit})")
     cmd.add_argument("--d-out", type=size, help=f"output dimension (default 2, at most {limit})")
@@ -135,24 +108,24 @@ def _add_lm_options(group: argparse._ArgumentGroup) -> None:
     add = group.add_argument
     add("--text", metavar="FILE", help="UTF-8 text to train on (default: the standard library's pydoc_data.topics)")
     add("--tokenizer", choices=["char", "bpe", "gpt2"], help="default: bpe (trained on the text); gpt2 needs tiktoken")
-    add("--vocab-size", type=_int, help="vocabulary of the bpe tokenizer (default: 1024)")
-    add("--context-length", type=_int, help="tokens per window, the GPT's context_length (default: 128)")
-    add("--emb-dim", type=_int, help="embedding size (default: 128)")
-    add("--n-heads", type=_int, help="attention heads (default: 4)")
-    add("--n-layers", type=_int, help="transformer blocks (default: 4)")
-    add("--drop-rate", type=float, help="dropout rate (default: 0.1, the book's)")
+    add("--vocab-size", type=whole, help="vocabulary of the bpe tokenizer (default: 1024)")
+    add("--context-length", type=whole, help="tokens per window, the GPT's context_length (default: 128)")
+    add("--emb-dim", type=whole, help="embedding size (default: 128)")
+    add("--n-heads", type=whole, help="attention heads (default: 4)")
+    add("--n-layers", type=whole, help="transformer blocks (default: 4)")
+    add("--drop-rate", type=decimal, help="dropout rate (default: 0.1, the book's)")
     add("--qkv-bias", action="store_const", const=True, help="bias in the query/key/value projections")
     add("--dtype", choices=["float32", "float64"], help="default: float32")
-    add("--batch-size", type=_int, help="windows per batch (default: 8)")
-    add("--stride", type=_int, help="tokens between window starts (default: the context length)")
-    add("--weight-decay", type=float, help="AdamW's weight decay (default: 0.1, the book's)")
-    add("--epochs", type=_int, help="passes over the training text (instead of --steps)")
-    add("--eval-every", type=_int, help="evaluate train and validation loss every N steps (default: 50)")
-    add("--eval-iter", type=_int, help="batches per evaluation (default: 5)")
+    add("--batch-size", type=whole, help="windows per batch (default: 8)")
+    add("--stride", type=whole, help="tokens between window starts (default: the context length)")
+    add("--weight-decay", type=decimal, help="AdamW's weight decay (default: 0.1, the book's)")
+    add("--epochs", type=whole, help="passes over the training text (instead of --steps)")
+    add("--eval-every", type=whole, help="evaluate train and validation loss every N steps (default: 50)")
+    add("--eval-iter", type=whole, help="batches per evaluation (default: 5)")
     add("--prompt", help="start of the sample generated after each epoch (default: 'The')")
-    add("--sample-tokens", type=_int, help="tokens generated per sample (default: 50)")
-    add("--temperature", type=float, help="sampling temperature of the samples (default: 0, greedy)")
-    add("--top-k", type=_int, help="sample among the k most likely tokens only")
+    add("--sample-tokens", type=whole, help="tokens generated per sample (default: 50)")
+    add("--temperature", type=decimal, help="sampling temperature of the samples (default: 0, greedy)")
+    add("--top-k", type=whole, help="sample among the k most likely tokens only")
     add("--plot", metavar="FILE.png", help="draw the loss curves (needs matplotlib)")
 
 
@@ -171,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--task", choices=["selective-copy", "teacher-student", "lm"], default=None, help="default: selective-copy"
     )
     train.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], default=None, help="default: adam (lm: adamw)")
-    train.add_argument("--lr", type=float, default=None, help="learning rate (default: 0.05; lm: 0.0004)")
+    train.add_argument("--lr", type=decimal, default=None, help="learning rate (default: 0.05; lm: 0.0004)")
     train.add_argument(
         "--steps", type=COUNT, default=None, help="total number of steps (default: 300; lm: one epoch)"
     )
@@ -205,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     trace_cmd.add_argument(
         "--heads",
-        type=_integer(1, 64, " (each head is traced and printed)"),
+        type=integer(1, 64, " (each head is traced and printed)"),
         default=None,
         help="num_heads of --class wrapper and mha (default 2, at most 64)",
     )

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from npattn._checks import check_positive_int
 from npattn.debug.tolerance import DEFAULT_RTOL, FLOAT32_RTOL, check_tolerances, low_precision
 from npattn.debug.weights import check_weights, gradient_array, refuse_unknown_keys
 from npattn.errors import ConfigError, ShapeError
@@ -418,7 +419,7 @@ def diagnose_backward(
     Raises:
         ConfigError: ``grads`` not a mapping or holding an unknown key, a weight missing, x or a weight not finite, or
             num_heads not dividing d_out. ShapeError: x, the weights, ``grad_output`` or ``keep``
-            of shapes that do not fit together.
+            of shapes that do not fit together; ``num_heads`` with an x that is not (batch, n, d_in).
     """
     if not isinstance(grads, Mapping):
         raise ConfigError(
@@ -430,8 +431,15 @@ def diagnose_backward(
     x64, *Ws = check_weights(x, weights)
     x, weights = x64, dict(zip(GRAD_NAMES[1:], Ws))
     d_out = Ws[0].shape[1]
-    if num_heads and (x.ndim != 3 or d_out % num_heads):
-        raise ConfigError(f"num_heads={num_heads}: needs x (batch, n, d_in) and d_out={d_out} divisible by it")
+    if num_heads is not None:
+        num_heads = check_positive_int(num_heads, "diagnose_backward: num_heads")
+    if num_heads and x.ndim != 3:
+        raise ShapeError(
+            f"num_heads={num_heads}: multi-head attention needs x of shape (batch, n, d_in), got shape {x.shape} "
+            "(add a batch axis: x[None])"
+        )
+    if num_heads and d_out % num_heads:
+        raise ConfigError(f"num_heads={num_heads}: d_out={d_out} must be divisible by it")
     expected = (*x.shape[:-1], d_out)
     G = np.asarray(grad_output)
     if G.shape != expected or G.dtype.kind not in "fiu":

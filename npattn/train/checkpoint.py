@@ -346,9 +346,15 @@ def _open_npz(path: str, read_arrays: bool) -> tuple[dict[str, Any], dict[str, n
     return header, arrays
 
 
-def _torch_keywords(map_location: Any, weights_only: Any) -> None:
+def _torch_keywords(map_location: Any, weights_only: Any, mmap: Any) -> None:
     """``torch.load``'s keywords, accepted where they change nothing: arrays always load into CPU
-    memory, and npattn never unpickles (so ``weights_only=True`` is what it always does)."""
+    memory, read from the file (never mapped), and npattn never unpickles (so ``weights_only=True``
+    is what it always does)."""
+    if mmap is not None and not (isinstance(mmap, (bool, np.bool_)) and not mmap):
+        raise ConfigError(
+            f"mmap={mmap!r:.60} is not supported: npattn reads a checkpoint's arrays into memory, checking them as it "
+            "reads them; leave it out or pass False"
+        )
     if map_location is not None:
         text = map_location if isinstance(map_location, str) else None
         if type(map_location).__module__ == "torch" and type(map_location).__name__ == "device":
@@ -372,21 +378,27 @@ def _torch_keywords(map_location: Any, weights_only: Any) -> None:
         raise ConfigError(f"weights_only={weights_only!r:.60} is not supported: {why}; leave it out or pass True")
 
 
-def load(path: str | os.PathLike[str], *, map_location: Any = None, weights_only: bool | None = None) -> Any:
+def load(
+    path: str | os.PathLike[str],
+    *,
+    map_location: Any = None,
+    weights_only: bool | None = None,
+    mmap: bool | None = None,
+) -> Any:
     """Load what ``save`` wrote: the state dict (nested dicts, lists, tuples and arrays as saved).
 
-    ``map_location`` and ``weights_only`` are ``torch.load``'s keywords, accepted where they change
-    nothing: ``map_location`` None, ``'cpu'`` or ``torch.device('cpu')``; ``weights_only`` None or
-    True (npattn never unpickles).
+    ``map_location``, ``weights_only`` and ``mmap`` are ``torch.load``'s keywords, accepted where
+    they change nothing: ``map_location`` None, ``'cpu'`` or ``torch.device('cpu')``; ``weights_only``
+    None or True (npattn never unpickles); ``mmap`` None or False (the arrays are read into memory).
 
     Raises:
         CheckpointError: the file is missing, not a regular file, truncated, random bytes, a foreign
             .npz/.npy, holds a pickled object (refused, never executed), has compressed, repeated,
             overlapping or oversized members, or its members do not match its own index.
-        ConfigError: ``map_location`` other than the CPU (``'cuda'``, a callable, a dict), or
-            ``weights_only=False`` (there is no unpickling to allow).
+        ConfigError: ``map_location`` other than the CPU (``'cuda'``, a callable, a dict),
+            ``weights_only=False`` (there is no unpickling to allow), or ``mmap=True``.
     """
-    _torch_keywords(map_location, weights_only)
+    _torch_keywords(map_location, weights_only, mmap)
     source = check_source(path)
     if source.lower().endswith(".safetensors"):
         from npattn.train.safetensors_io import load_safetensors
@@ -407,14 +419,18 @@ def _scalar_names(node: Any) -> list[str]:
 
 
 def load_metadata(
-    path: str | os.PathLike[str], *, map_location: Any = None, weights_only: bool | None = None
+    path: str | os.PathLike[str],
+    *,
+    map_location: Any = None,
+    weights_only: bool | None = None,
+    mmap: bool | None = None,
 ) -> dict[str, Any]:
     """The metadata saved with a checkpoint: format, version, class, config and any extra keys.
 
-    The whole file is checked as ``load`` checks it, except that no array is read; ``map_location``
-    and ``weights_only`` are accepted and refused as by ``load``.
+    The whole file is checked as ``load`` checks it, except that no array is read; ``map_location``,
+    ``weights_only`` and ``mmap`` are accepted and refused as by ``load``.
     """
-    _torch_keywords(map_location, weights_only)
+    _torch_keywords(map_location, weights_only, mmap)
     source = check_source(path)
     if source.lower().endswith(".safetensors"):
         from npattn.train.safetensors_io import load_safetensors

@@ -3,6 +3,7 @@ exactly) and ``npattn train``'s glue, ``run_train_command``."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import time
@@ -158,10 +159,20 @@ def _restore(
     return history
 
 
+def _given_a_copy(on_log: Callable[[int, float, History], None]) -> Callable[[int, float, History], None]:
+    """``on_log`` as ``train_task`` calls it: with a copy of the history, so what a callback does
+    to the history it is given never reaches the run's record or its checkpoints."""
+
+    def call(step: int, loss: float, history: History) -> None:
+        on_log(step, loss, copy.deepcopy(history))
+
+    return call
+
+
 def _check_history_to_save(history: History, model: Module, initial: dict[str, np.ndarray], step: int) -> None:
     """The history a save is about to write passes the checks its resume makes (``_restore``), so a
-    run never writes a checkpoint it would refuse; only a callback given the history (``on_log``)
-    can have changed it.
+    run never writes a checkpoint it would refuse (``on_log`` is given a copy, so nothing should
+    have changed it).
 
     Raises:
         TrainingError: naming the step and the entry; nothing is written.
@@ -175,9 +186,8 @@ def _check_history_to_save(history: History, model: Module, initial: dict[str, n
     except CheckpointError as exc:
         problem = str(exc).removeprefix(f"{marker!r}: ")
         raise TrainingError(
-            f"training stopped at step {step}: {problem}; the run's history was changed after it was recorded "
-            "(by a callback: on_log is given the history to read, not to edit), so a checkpoint of it would "
-            "not resume and was not written"
+            f"training stopped at step {step}: {problem}; the run's history was changed after it was recorded, "
+            "so a checkpoint of it would not resume and was not written"
         ) from None
 
 
@@ -241,6 +251,7 @@ def train_task(
     equal the stored one); the result equals an uninterrupted run bit for bit.
     Every argument, the save target and the resumed checkpoint are checked before the first step;
     ``on_start()`` runs then (``npattn train`` prints its header there, so an error comes alone).
+    ``on_log(step, loss, history)`` is called at every log with a copy of the history.
 
     Raises:
         ConfigError: unknown task or optimizer, a learning rate the optimizer refuses, a negative
@@ -316,7 +327,7 @@ def train_task(
                 start_step=start_step,
                 history=history,
                 log_every=log_every,
-                on_log=on_log,
+                on_log=None if on_log is None else _given_a_copy(on_log),
                 on_step=save_checkpoint,
             )
             if start_step == run["steps"]:  # no step left to run: the checkpoint is written all the same

@@ -15,6 +15,7 @@ from typing import Any
 
 from npattn.errors import CheckpointError, ConfigError
 from npattn.train.atomic import as_path, atomic_write, check_target, resolved
+from npattn.train.saveguard import SaveGuard
 
 __all__ = ["PLOT_HINT", "check_plot_target", "check_replaceable", "save_figure"]
 
@@ -88,17 +89,20 @@ def check_replaceable(real: str, text: str) -> None:
     )
 
 
-def save_figure(fig: Any, path: str, **savefig: Any) -> None:
+def save_figure(fig: Any, path: str, guard: SaveGuard | None = None, **savefig: Any) -> None:
     """Render ``fig`` in the format of ``path``'s extension and replace ``path`` atomically.
 
-    What ``path`` leads to is checked again just before the write (``check_replaceable``): a file put
-    there while the run trained (a symlink to its checkpoint or to a user's file, a copied PDF) is
-    refused and left as it is, as at the start.
+    What ``path`` leads to is checked again just before the write: ``guard``, taken when the run
+    started, refuses anything put there since (a symlink, even to another plot; another file), and
+    ``check_replaceable`` what it holds; such a file is left as it is.
 
     Raises:
-        CheckpointError: the path now holds a file that is not an image matplotlib wrote.
+        CheckpointError: the path now holds something put there since the run started, or a file
+            that is not an image matplotlib wrote.
     """
     image_bytes = io.BytesIO()
     fig.savefig(image_bytes, format=_format(path), **savefig)
+    if guard is not None:
+        guard.check()
     check_replaceable(resolved(path, "plot"), path)
     atomic_write(path, image_bytes.getvalue(), "plot")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from npattn.train.figures import save_figure
 from npattn.train.lm import LMHistory
+from npattn.train.saveguard import SaveGuard
 from npattn.train.text import DataLoader
 from npattn.train.tokenizers import Tokenizer
 
@@ -51,8 +52,9 @@ def print_header(
     )
 
 
-def plot_losses(history: LMHistory, path: str, steps_per_epoch: int) -> None:
-    """The book's plot: training and validation loss against the tokens seen (epochs on top)."""
+def plot_losses(history: LMHistory, path: str, steps_per_epoch: int, guard: SaveGuard | None = None) -> None:
+    """The book's plot: training and validation loss against the tokens seen (epochs on top);
+    ``guard``: what ``path`` held when the run started (``save_figure``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -68,5 +70,5 @@ def plot_losses(history: LMHistory, path: str, steps_per_epoch: int) -> None:
     top.plot(epochs, history.train_losses, alpha=0)  # invisible: aligns the epoch axis
     top.set_xlabel("epochs")
     fig.tight_layout()
-    save_figure(fig, path, dpi=100)
+    save_figure(fig, path, guard, dpi=100)
     plt.close(fig)

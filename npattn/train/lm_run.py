@@ -43,6 +43,7 @@ from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
 from npattn.train.loop import check_optimizer_settings, check_optimizer_steps
 from npattn.train.resume import check_resumed_settings, plain_setting
 from npattn.train.runsave import RunProgress
+from npattn.train.saveguard import SaveGuard
 from npattn.train.tasks import TASKS
 from npattn.train.text import (
     DataLoader,
@@ -351,6 +352,7 @@ def run_lm(
         may_equal=("resume (--resume)", "save (--save)"),  # resuming saves over its own checkpoint
     )
     atomic.check_outputs(save, plot)  # each holds nothing, or what such a run writes (never a user's file)
+    plot_guard = None if plot is None else SaveGuard(plot, "plot")  # and still holds it when the plot is written
     try:
         text, text_sha256 = _load_text(settings)
     except ConfigError as exc:
@@ -446,5 +448,5 @@ def run_lm(
         said = f"writing the run's progress to out failed ({exc}). {progress.outcome()}"
         raise (type(exc)(exc.errno, said) if exc.errno is not None else type(exc)(said)) from None
     if plot is not None:
-        plot_losses(history, plot, steps_per_epoch)
+        plot_losses(history, plot, steps_per_epoch, plot_guard)
     return model, tokenizer, history
