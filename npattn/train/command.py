@@ -169,16 +169,23 @@ def _given_a_copy(on_log: Callable[[int, float, History], None]) -> Callable[[in
     return call
 
 
-def _check_history_to_save(history: History, model: Module, initial: dict[str, np.ndarray], step: int) -> None:
-    """The history a save is about to write passes the checks its resume makes (``_restore``), so a
-    run never writes a checkpoint it would refuse (``on_log`` is given a copy, so nothing should
-    have changed it).
+def _check_state_to_save(
+    history: History, model: Module, opt: Optimizer, lr: float, initial: dict[str, np.ndarray], step: int
+) -> None:
+    """The history and the optimizer a save is about to write pass the checks its resume makes
+    (``_restore``; the optimizer built with the run's ``lr``), so a run never writes a checkpoint it
+    would refuse (``on_log`` is given a copy of the history, so nothing should have changed it;
+    code that reaches the optimizer or the model can).
 
     Raises:
         TrainingError: naming the step and the entry; nothing is written.
     """
     marker = "history"
     try:
+        if opt.defaults["lr"] != lr:
+            raise CheckpointError(f"the optimizer's default lr {opt.defaults['lr']} differs from the run's lr {lr}")
+        check_optimizer_settings(opt, marker)
+        check_optimizer_steps(opt, step, marker)
         restored = History.from_state_dict(history.state_dict())
         check_history(restored, marker)
         check_history_of(restored, model, step, CheckpointError, repr(marker))
@@ -186,8 +193,9 @@ def _check_history_to_save(history: History, model: Module, initial: dict[str, n
     except CheckpointError as exc:
         problem = str(exc).removeprefix(f"{marker!r}: ")
         raise TrainingError(
-            f"training stopped at step {step}: {problem}; the run's history was changed after it was recorded, "
-            "so a checkpoint of it would not resume and was not written"
+            f"training stopped at step {step}: {problem}; the run's state was changed outside its own steps "
+            "(the model's weights, the optimizer's settings or state, or the history), so a checkpoint of it "
+            "would not resume and was not written"
         ) from None
 
 
@@ -305,7 +313,7 @@ def train_task(
                 raise TrainingError(
                     f"training stopped at step {step}: the update made {bad} non-finite, so it was not saved"
                 )
-            _check_history_to_save(hist, model, initial, step)
+            _check_state_to_save(hist, model, opt, run["lr"], initial, step)
             state = digest.stamped({
                 "run": run,
                 "step": step,

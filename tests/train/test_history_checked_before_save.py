@@ -59,7 +59,7 @@ def test_a_history_changed_before_a_save_is_still_refused(tmp_path, monkeypatch)
         return real_fit(*args, on_step=edit_then_save, **kwargs)
 
     monkeypatch.setattr(command, "fit", fit_that_edits)
-    message = r"step 5: history\.loss\[0\] is -5\.0; .*changed after it was recorded.*not written"
+    message = r"step 5: history\.loss\[0\] is -5\.0; .*state was changed outside its own steps.*not written"
     with pytest.raises(TrainingError, match=message):
         train_task("teacher-student", steps=5, save=path)
 
