@@ -287,7 +287,7 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             "an SGD state dict into Adam",
             lambda: Adam(_model().parameters()).load_state_dict(_stepped(SGD, momentum=0.9)[1].state_dict()),
             sde,
-            "lacks the setting(s) 'amsgrad', 'betas', 'eps'",
+            "lacks the setting(s) 'betas', 'eps'",
         ),
         (
             "Optimizer.step()",

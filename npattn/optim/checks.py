@@ -291,6 +291,11 @@ def check_torch_switches(owner: str, **switches: Any) -> None:
 SCHEDULER_KEYS = ("initial_lr",)
 """Keys torch's lr schedulers add to a group; npattn has no scheduler and reads only ``lr``."""
 
+LATER_SETTINGS = {"amsgrad": False, "maximize": False, "nesterov": False}
+"""Settings later PyTorch versions added, which torch's optimizers set to these values when a
+state dict of an older version lacks them (their ``__setstate__``); npattn loads such a dict alike.
+Any other missing setting (``lr``, ``betas``, ...) is refused."""
+
 
 def saved_group(saved: Mapping[str, Any], decoupled: bool | None, owner: str, where: str) -> dict[str, Any]:
     """A state dict's group without torch's scheduler keys, its ``decoupled_weight_decay`` (written

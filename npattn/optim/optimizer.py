@@ -13,6 +13,7 @@ from npattn.errors import ConfigError, StateDictError
 from npattn.nn.module import Parameter
 from npattn.nn.parameter import zero_grads
 from npattn.optim.checks import (
+    LATER_SETTINGS,
     as_list,
     check_buffer_shapes,
     check_buffer_values,
@@ -259,6 +260,7 @@ class Optimizer:
             if not isinstance(saved, Mapping) or not isinstance(saved.get("params"), (list, tuple)):
                 raise StateDictError(f"{where}expected a dict with a 'params' list of indices, got {saved!r:.80}")
             saved = saved_group(saved, getattr(self, "decoupled_weight_decay", None), type(self).__name__, where)
+            saved = {**{k: v for k, v in LATER_SETTINGS.items() if k in self.defaults}, **saved}  # as torch fills them
             check_complete(saved, self.defaults, where, "the state dict", StateDictError)
             try:
                 new_settings.append(self._check_group(saved, where))
