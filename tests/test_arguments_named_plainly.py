@@ -3,7 +3,8 @@
 positive integer and a 2-D x is named as the problem (both were blamed on divisibility, and 0 ran
 single-headed); ``npattn.load(mmap=True)`` is a ConfigError (a raw TypeError); the command line's
 decimal options take the numbers a command line means (``--lr 1_000`` or other scripts' digits
-trained with what Python's float() made of them)."""
+trained with what Python's float() made of them); an empty checkpoint file is named empty (it
+was "not a zip archive (it starts with b'')")."""
 
 import numpy as np
 import pytest
@@ -90,3 +91,11 @@ def test_timeout_takes_plain_digits_only(text):
 
 def test_timeout_takes_numbers_and_plain_text():
     assert parse_timeout("2.5") == parse_timeout(2.5) == 2.5 and parse_timeout(3) == 3.0
+
+
+def test_an_empty_checkpoint_is_named_empty(tmp_path):
+    path = tmp_path / "e.npz"
+    path.write_bytes(b"")
+    empty = r"e\.npz' is truncated, corrupt or not a checkpoint: empty \(0 bytes\), not a zip archive$"
+    with pytest.raises(npattn.CheckpointError, match=empty):
+        npattn.load(str(path))

@@ -209,6 +209,9 @@ class _Npz:
         size = os.path.getsize(path)
         with open(path, "rb") as f:
             head = f.read(1 << 20)
+        if not head:
+            empty = "empty (0 bytes), not a zip archive"
+            raise CheckpointError(f"{path!r} is truncated, corrupt or not a checkpoint: {empty}")
         if head[:6] == b"\x93NUMPY":
             raise CheckpointError(f"{path!r} is a single .npy array, not an npattn checkpoint (.npz)")
         if _looks_like_pickle(head):
