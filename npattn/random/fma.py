@@ -81,10 +81,35 @@ def fma_float32(a: Any, b: Any, c: Any, *, may_underflow: bool = True) -> np.nda
     return out
 
 
-def fma_float64(a: Any, b: Any, c: Any) -> np.ndarray:
-    """float64 a * b + c rounded once, elementwise (a, b, c broadcast together; values far from
-    overflow and underflow, as in every use here)."""
-    a, b, c = (np.asarray(v, dtype=np.float64) for v in (a, b, c))
+_SCALE = 128  # a power of two that takes the largest float64 far below where Veltkamp's split overflows
+
+
+def _fma_float64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     p, e = _two_product(a, b)
     h, t = _two_sum(c, p)
     return np.asarray(h + _round_to_odd_sum(np.asarray(t), np.asarray(e)))
+
+
+def fma_float64(a: Any, b: Any, c: Any) -> np.ndarray:
+    """float64 a * b + c rounded once, elementwise (a, b, c broadcast together).
+
+    Veltkamp's split multiplies by 2**27 + 1, so an operand above about 1.3e300 (or a product
+    that overflows on the way) gives inf or NaN: such elements are redone with the larger of a
+    and b, and c, scaled down by 2**-128 and the result scaled back (exact: powers of two), so
+    ``uniform(-7e299, 7e299)`` and ``normal(0, 1e307)`` give PyTorch's numbers.
+    """
+    a, b, c = (np.asarray(v, dtype=np.float64) for v in (a, b, c))
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = _fma_float64(a, b, c)
+        if np.isfinite(out).all():
+            return out
+        a, b, c = np.broadcast_arrays(a, b, c)
+        redo = ~np.isfinite(out) & np.isfinite(a) & np.isfinite(b) & np.isfinite(c)
+        if redo.any():
+            ar, br, cr = a[redo], b[redo], c[redo]
+            a_larger = np.abs(ar) >= np.abs(br)
+            ar = np.where(a_larger, np.ldexp(ar, -_SCALE), ar)
+            br = np.where(a_larger, br, np.ldexp(br, -_SCALE))
+            out = np.array(out, copy=True)
+            out[redo] = np.ldexp(_fma_float64(ar, br, np.ldexp(cr, -_SCALE)), _SCALE)
+    return out
