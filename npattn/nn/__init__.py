@@ -8,6 +8,7 @@
     losses.py       MSELoss, CrossEntropyLoss (and their functional pairs)
     attention.py    the chapter-3 classes: SelfAttention_v1/v2, CausalAttention,
                     MultiHeadAttentionWrapper, MultiHeadAttention
+    projection.py   the base of the Linear-projection attention classes (stage 1, mask, dropout)
     transformer.py  the chapter-4 layers: Embedding, LayerNorm, GELU, FeedForward
     gpt.py          the chapter-4 model: TransformerBlock, GPTModel, generate_text_simple
 """
