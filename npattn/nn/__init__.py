@@ -3,6 +3,7 @@
     functional/     stage forward/backward pairs (the math, written once)
     parameter.py    Parameter (a trainable array and its .grad)
     module.py       Module (and Parameter, re-exported)
+    state_dict.py   the state-dict map and the checked load behind Module, IncompatibleKeys
     sequential.py   ModuleList, Sequential
     layers.py       Linear, Dropout
     losses.py       MSELoss, CrossEntropyLoss (and their functional pairs)
