@@ -3,11 +3,13 @@
     functional/     stage forward/backward pairs (the math, written once)
     parameter.py    Parameter (a trainable array and its .grad)
     module.py       Module (and Parameter, re-exported)
+    state_dict.py   the state-dict map and the checked load behind Module, IncompatibleKeys
     sequential.py   ModuleList, Sequential
     layers.py       Linear, Dropout
     losses.py       MSELoss, CrossEntropyLoss (and their functional pairs)
     attention.py    the chapter-3 classes: SelfAttention_v1/v2, CausalAttention,
                     MultiHeadAttentionWrapper, MultiHeadAttention
+    projection.py   the base of the Linear-projection attention classes (stage 1, mask, dropout)
     transformer.py  the chapter-4 layers: Embedding, LayerNorm, GELU, FeedForward
     gpt.py          the chapter-4 model: TransformerBlock, GPTModel, generate_text_simple
 """

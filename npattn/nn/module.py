@@ -7,30 +7,25 @@ assignment order, and offers ``parameters``, ``named_parameters`` (dotted names 
 (``ModuleList`` and ``Sequential`` live in :mod:`npattn.nn.sequential`). Unlike PyTorch there is no autograd:
 each Module implements ``backward(grad_output)`` by hand, which returns the gradient with
 respect to the input and *accumulates* into every Parameter's ``.grad``.
+The state-dict load's checks and ``IncompatibleKeys`` live in :mod:`npattn.nn.state_dict`.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool, check_float_dtype, device_name, grad_problem, plain
-from npattn.errors import BackwardError, ConfigError, DTypeError, StateDictError
+from npattn._checks import check_bool, check_float_dtype, device_name, grad_problem, plain
+from npattn.errors import BackwardError, ConfigError, DTypeError
 from npattn.nn.functional import Recorder
 from npattn.nn.parameter import Parameter, check_specs, nonfinite_problem, shared_grads, zero_grads
 from npattn.nn.passes import CALLS, PASSES, check_no_later_forward
+from npattn.nn.state_dict import IncompatibleKeys, load_state, state_targets
 
 __all__ = ["IncompatibleKeys", "Module", "Parameter"]
-
-
-class IncompatibleKeys(NamedTuple):
-    """What ``load_state_dict`` returns (PyTorch's ``_IncompatibleKeys``)."""
-
-    missing_keys: list[str]
-    unexpected_keys: list[str]
 
 
 class Module:
@@ -288,18 +283,7 @@ class Module:
     # ------------------------------------------------------------------ state dicts
     def _state_targets(self) -> OrderedDict[str, tuple[Module, str, np.ndarray]]:
         """name -> (owning module, attribute name, the live array) for every state_dict entry."""
-        targets: OrderedDict[str, tuple[Module, str, np.ndarray]] = OrderedDict()
-        seen: set[int] = set()
-        for module_name, module in self.named_modules():
-            dot = f"{module_name}." if module_name else ""
-            for name, param in module._parameters.items():
-                if id(param) not in seen:
-                    seen.add(id(param))
-                    targets[dot + name] = (module, name, param.data)
-            for name, buf in module._buffers.items():
-                if name not in module._non_persistent:
-                    targets[dot + name] = (module, name, buf)
-        return targets
+        return state_targets(self)
 
     def state_dict(self) -> OrderedDict[str, np.ndarray]:
         """Name -> copy of every parameter and persistent buffer, in registration order."""
@@ -318,61 +302,10 @@ class Module:
                 buffer arrays (all listed at once).
             ConfigError: ``strict`` not a bool.
         """
-        if not isinstance(state_dict, Mapping):
-            raise StateDictError(f"load_state_dict expects a mapping of name -> array, got {type(state_dict).__name__}")
-        strict = check_bool(strict, "strict")
-        targets = self._state_targets()
-        missing = [k for k in targets if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in targets]
-        problems: list[str] = []
-        if strict and missing:
-            problems.append("Missing key(s) in state_dict: " + ", ".join(f'"{k}"' for k in missing) + ".")
-        if strict and unexpected:
-            problems.append("Unexpected key(s) in state_dict: " + ", ".join(f'"{k}"' for k in unexpected) + ".")
-        ready: list[tuple[np.ndarray, np.ndarray]] = []
-        for key, (module, name, target) in targets.items():
-            if key not in state_dict:
-                continue
-            try:
-                value = as_array(state_dict[key], key)
-            except (TypeError, ValueError) as exc:
-                problems.append(f"bad value for {exc}")  # exc names the key
-                continue
-            if not target.flags.writeable:
-                problems.append(f"{key} is read-only in the current model (its array's flags.writeable is False).")
-                continue
-            if value.shape != target.shape:
-                problems.append(
-                    f"size mismatch for {key}: copying a param with shape {value.shape} from checkpoint, "
-                    f"the shape in current model is {target.shape}."
-                )
-                continue
-            if target.dtype == bool and not np.all((value == 0) | (value == 1)):
-                # A bool buffer (the causal mask) takes bools or 0/1 numbers: the book saves its mask as floats.
-                problems.append(
-                    f"non-boolean values in {key}: expected True/False or 0/1, got values such as "
-                    f"{value[(value != 0) & (value != 1)].flat[0]}."
-                )
-                continue
-            causal = name in module._causal_buffers  # the book's mask: True (or 1) above the diagonal
-            if causal and not np.array_equal(value != 0, np.triu(np.ones(value.shape, bool), 1)):
-                problems.append(f"{key} is not the book's causal mask: expected True (or 1) only above the diagonal.")
-                continue
-            if target.dtype.kind == "f":
-                problem = nonfinite_problem(key, value, target.dtype)
-                if problem:
-                    problems.append(problem)
-                    continue
-            ready.append((target, value))
-        if problems:
-            raise StateDictError(
-                f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(problems)
-            )
-        for target, value in ready:
-            np.copyto(target, value, casting="unsafe")
+        keys = load_state(self, state_dict, strict)
         for module in self.modules():
             object.__setattr__(module, "_cache", _DISCARDED_BY_LOAD)
-        return IncompatibleKeys(missing, unexpected)
+        return keys
 
     # ------------------------------------------------------------------ forward / backward
     def forward(self, *args: Any, **kwargs: Any) -> Any:
