@@ -9,7 +9,9 @@
     diagnose.py     diagnose: the catalogue of classic mistakes, reproduced exactly
     stagecheck.py   gradcheck_pipeline: every stage pair's gradient check, then the module's
     usercode.py     check_attention / ``npattn check``: a learner's own attention, checked
+    userattention.py UserAttention: a learner's attention found in FILE.py:NAME, built, given weights
     backward.py     diagnose_backward: the catalogue of classic backward mistakes, reproduced exactly
+    backvariant.py  backward_variant: npattn's attention backward with one choice per line
     backcheck.py    check_backward: each gradient against finite differences and npattn's gradient
     backsecond.py   the backward again after a forward on a second input (state kept from a call)
     userbackward.py a learner's backward (function pair or class) as the callables check_backward takes
