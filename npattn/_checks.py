@@ -19,6 +19,7 @@ __all__ = [
     "as_batched_input",
     "as_features",
     "as_input",
+    "cast",
     "check_allocation",
     "check_bool",
     "check_bytes",
@@ -36,7 +37,6 @@ __all__ = [
     "refuse_masked",
     "shown",
     "stage_arrays",
-    "wrap_stages",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -73,10 +73,30 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
     if arr.dtype.kind not in "biuf":
         raise DTypeError(f"{name}: expected a real numeric array (float, int or bool), got dtype {arr.dtype}")
     if dtype is not None:
-        return arr.astype(dtype, copy=False)
+        return cast(arr, dtype, name)
     if arr.dtype.kind != "f":
         return arr.astype(np.float64)
     return arr
+
+
+def cast(arr: np.ndarray, dtype: np.dtype | type, name: str) -> np.ndarray:
+    """``arr`` in ``dtype`` (no copy when it has it).
+
+    Raises:
+        DTypeError: a finite value the dtype cannot hold (1e39 into float32, 70000 into float16),
+            which the cast would turn into inf.
+    """
+    with np.errstate(over="ignore"):
+        out = arr.astype(dtype, copy=False)
+    if out.dtype != arr.dtype and out.dtype.kind == "f" and not np.can_cast(arr.dtype, out.dtype, "safe"):
+        overflow = np.isinf(out) & np.isfinite(arr)
+        if overflow.any():
+            raise DTypeError(
+                f"{name}: {int(overflow.sum())} of {arr.size} entries overflow {out.dtype} (largest magnitude "
+                f"{float(np.max(np.abs(arr[overflow]))):.3g}), the dtype it is computed in; they would become inf "
+                f"(convert the model with .to(np.float64), or scale the values)"
+            )
+    return out
 
 
 def refuse_masked(value: Any, name: str) -> None:
@@ -156,7 +176,7 @@ def as_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.n
         raise ShapeError(
             f"{name}: expected last dimension d_in={d_in}, got shape {arr.shape} (last dimension {arr.shape[-1]})"
         )
-    return np.asarray(arr, dtype=dtype)
+    return cast(arr, dtype, name)
 
 
 def as_batched_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:
@@ -186,7 +206,7 @@ def as_features(x: Any, features: int, dtype: np.dtype | type, name: str = "x") 
     arr = as_array(x, name)
     if arr.ndim == 0 or arr.shape[-1] != features:
         raise ShapeError(f"{name}: expected shape (..., in_features={features}), got shape {arr.shape}")
-    return np.asarray(arr, dtype=dtype)
+    return cast(arr, dtype, name)
 
 
 def check_grad_output(
@@ -457,16 +477,6 @@ def stage_arrays(fn: _F) -> _F:
         return fn(*args_list, **kwargs)
 
     return with_arrays  # type: ignore[return-value]
-
-
-def wrap_stages(namespace: dict[str, Any], names: list[str]) -> None:
-    """Apply ``stage_arrays`` to every stage function ``names`` lists in ``namespace`` (a module's globals)."""
-    for name in names:
-        fn = namespace[name]
-        if inspect.isfunction(fn) and any(
-            "ndarray" in str(p.annotation) for p in inspect.signature(fn).parameters.values()
-        ):
-            namespace[name] = stage_arrays(fn)
 
 
 DEVICE_TYPES = {
