@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from npattn import _html
-from npattn._checks import accepts_positional
+from npattn._checks import accepts_positional, from_tensor
 from npattn.debug.formulas import format_shape, format_table, formula_of
 from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, column_allowed
 from npattn.debug.trace import Trace, trace
@@ -230,6 +230,21 @@ def _with_output(
     return ref_stages, cand_stages
 
 
+def _refuse_non_finite(x: Any) -> None:
+    """Two implementations given NaN or inf compare as NaN at every stage, which reads as a
+    divergence that is not there."""
+    try:
+        arr = np.asarray(from_tensor(x, "x"))
+    except (TypeError, ValueError):
+        return  # not an array: the implementations say what they make of it
+    if arr.dtype.kind in "fc" and not np.isfinite(arr).all():
+        bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+        raise ConfigError(
+            f"x holds NaN or inf ({bad} of {arr.size} entries non-finite): expected finite numbers "
+            "(nothing can be compared on a non-finite input: every stage would differ by NaN)"
+        )
+
+
 def compare(
     reference: Implementation,
     candidate: Implementation,
@@ -253,10 +268,12 @@ def compare(
     Raises:
         ConfigError: atol or rtol negative or not finite, or so wide for a stage that a stage off
             by 0.1% would pass there; an implementation that is not a Module, Trace or function;
-            ``weights`` with nonzero biases; a function whose signature does not take what it is
-            called with (``f(x, W_query, W_key, W_value)`` without ``weights=``: it needs them).
+            ``weights`` with nonzero biases; x holding NaN or inf; a function whose signature does
+            not take what it is called with (``f(x, W_query, W_key, W_value)`` without
+            ``weights=``: it needs them).
     """
     atol, rtol = check_tolerances(atol, rtol, "compare")
+    _refuse_non_finite(x)
     ref, cand = _with_output(_stages_of(reference, x, weights), _stages_of(candidate, x, weights))
     diffs = []
     for name in [*ref, *(k for k in cand if k not in ref)]:
