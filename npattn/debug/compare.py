@@ -13,9 +13,9 @@ import numpy as np
 from npattn import _html
 from npattn._checks import accepts_positional, from_tensor
 from npattn.debug.formulas import format_shape, format_table, formula_of
-from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, column_allowed
+from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, column_allowed, forward_rtol
 from npattn.debug.trace import Trace, trace
-from npattn.debug.weights import refuse_biases, to_numpy, weights_of
+from npattn.debug.weights import all_float64, refuse_biases, to_numpy, weights_of
 from npattn.errors import ConfigError
 from npattn.nn.module import Module
 
@@ -275,6 +275,7 @@ def compare(
     atol, rtol = check_tolerances(atol, rtol, "compare")
     _refuse_non_finite(x)
     ref, cand = _with_output(_stages_of(reference, x, weights), _stages_of(candidate, x, weights))
+    inputs_float64 = all_float64(x, weights or {})
     diffs = []
     for name in [*ref, *(k for k in cand if k not in ref)]:
         a, b = ref.get(name), cand.get(name)
@@ -283,8 +284,9 @@ def compare(
         max_diff: float | None = None
         allowed = atol or 0.0
         if a is not None and b is not None:
+            stage_rtol = forward_rtol(rtol, atol, inputs_float64, a, b)  # all float64: float64's precision
             # max|ref| over the finite entries: masked -inf entries must not make every difference allowed
-            allowed = allowed_error(a, atol, rtol, f"compare, stage {name}")
+            allowed = allowed_error(a, atol, stage_rtol, f"compare, stage {name}")
             if sa == sb:
                 a64, b64 = a.astype(np.float64), b.astype(np.float64)
                 with np.errstate(invalid="ignore"):  # -inf - -inf at masked entries: equal, not NaN
@@ -293,7 +295,7 @@ def compare(
                 max_diff = float(np.max(diff)) if diff.size else 0.0
                 if diff.ndim and diff.size:  # each column against its own values: a wrong small column diverges
                     per_column = np.max(diff.reshape(-1, diff.shape[-1]), axis=0)
-                    column = np.broadcast_to(column_allowed(a64, atol, rtol), per_column.shape)
+                    column = np.broadcast_to(column_allowed(a64, atol, stage_rtol), per_column.shape)
                     with np.errstate(divide="ignore", invalid="ignore"):
                         worst = int(np.argmax(np.where(per_column > column, per_column / column, -1.0)))
                     if per_column[worst] > column[worst]:

@@ -22,8 +22,15 @@ import numpy as np
 from npattn import _html
 from npattn._checks import as_array
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
-from npattn.debug.tolerance import FORWARD_RTOL, allowed_error, check_tolerances, column_allowed, rounding_allowance
-from npattn.debug.weights import check_single_head, check_weights_and_biases, to_numpy, weights_of
+from npattn.debug.tolerance import (
+    FORWARD_RTOL,
+    allowed_error,
+    check_tolerances,
+    column_allowed,
+    forward_rtol,
+    rounding_allowance,
+)
+from npattn.debug.weights import all_float64, check_single_head, check_weights_and_biases, to_numpy, weights_of
 from npattn.nn import functional as F
 
 __all__ = ["CATALOGUE", "Diagnosis", "Mistake", "Symptom", "attention_variant", "diagnose"]
@@ -292,6 +299,7 @@ def diagnose(
     check_single_head(weights if isinstance(weights, Mapping) else weights_of(weights), "diagnose")
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
     raw = as_array(to_numpy(output), "output")
+    rtol = forward_rtol(rtol, atol, all_float64(x, weights), raw)  # all float64: judged to float64's precision
     out = np.asarray(raw, dtype=np.float64)
     expected = attention_variant(x64, Wq, Wk, Wv, causal=causal, biases=biases)
     allowed_error(expected, atol, rtol, "diagnose")  # refuses a tolerance too wide for these outputs

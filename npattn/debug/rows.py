@@ -17,11 +17,12 @@ from npattn.debug.tolerance import (
     allowed_error,
     check_tolerances,
     column_allowed,
+    forward_rtol,
     largest,
     rounding_allowance,
 )
 from npattn.debug.trace import Trace, trace
-from npattn.debug.weights import ModuleWeights, check_weights_and_biases, to_numpy, weights_of
+from npattn.debug.weights import ModuleWeights, all_float64, check_weights_and_biases, to_numpy, weights_of
 from npattn.errors import ConfigError, ShapeError
 from npattn.nn import functional as F
 from npattn.nn.attention import (
@@ -188,6 +189,7 @@ def check_rows(
             "npattn.check_rows_of(module, x)"
         )
     raw = as_array(to_numpy(output), "output")
+    rtol = forward_rtol(rtol, atol, all_float64(x, weights), raw)  # all float64: judged to float64's precision
     out = np.asarray(raw, dtype=np.float64)
     d_out = Wq.shape[1]
     h = check_positive_int(num_heads, "num_heads")

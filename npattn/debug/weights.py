@@ -246,6 +246,17 @@ def refuse_biases(biases: Mapping[str, Any]) -> None:
         )
 
 
+def all_float64(x: Any, weights: Any) -> bool:
+    """Whether x and every weight (a mapping, or what ``weights_of`` takes from a module) are
+    float64 arrays: then the output is judged to float64's precision (``tolerance.forward_rtol``)."""
+    try:
+        mapping = weights if isinstance(weights, Mapping) else weights_of(weights)
+        arrays = [to_numpy(x), *map(to_numpy, mapping.values())]
+    except Exception:  # the checks that follow say what is wrong with them
+        return False
+    return all(np.asarray(a).dtype == np.float64 for a in arrays)
+
+
 def check_weights_and_biases(
     x: Any, weights: Mapping[str, Any]
 ) -> tuple[np.ndarray, tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
