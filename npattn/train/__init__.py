@@ -10,10 +10,13 @@
     figures.py      --plot targets checked before any work; figures written atomically
     command.py      train_task (checkpointed, resumable runs) and ``npattn train``
     tokenizers.py   characters, a byte-level BPE trained on the text, GPT-2's through tiktoken
+    bpe.py, tokenizer_checks.py  the byte-level BPE (split pattern, merges, BPETokenizer); the
+                    text and id checks every tokenizer shares
     tokenizer_files.py  tokenizers as JSON (files, checkpoint entries), read as untrusted input
     text.py         the default corpus, the book's sliding windows (GPTDatasetV1), seeded batches
     generate.py     the book's chapter-5 generate: greedy, temperature, top-k, eos
     lm.py           the book's chapter-5 loop: calc_loss_batch, calc_loss_loader, train_lm
+    lm_history.py   LMHistory (a run's losses, samples and counters, read back checked), progress_line
     lm_run.py       a whole language-model run from settings, with checkpoints (``npattn train --task lm``)
     lm_state.py, lm_continue.py, lm_report.py  a run's arrays and dropout streams; the checks of a
                     continued history; the run's header and loss plot

@@ -19,29 +19,30 @@ The loop reads like the book's ``train_model_simple``::
 taken at and the samples). Beyond the book it can stop after ``max_steps`` updates (with a last
 evaluation and sample), resume from a history (the batches of epoch e depend only on the
 loader's seed and e), and stops with ``TrainingError`` before a non-finite step touches the weights.
+``LMHistory``, its checks and the progress line moved to ``npattn.train.lm_history`` (importable from here).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import sys
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import numpy as np
 
 from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
 from npattn._interrupts import raise_if_pressed
-from npattn.errors import BackwardError, CheckpointError, ConfigError, TrainingError
+from npattn.errors import BackwardError, ConfigError, TrainingError
 from npattn.nn.functional import token_cross_entropy_backward, token_cross_entropy_forward
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
 from npattn.train.book_device import book_device
 from npattn.train.generate import check_vocab_settings, generate
 from npattn.train.lm_continue import check_continues
+from npattn.train.lm_history import LMHistory, progress_line
+from npattn.train.lm_history import differences as differences
 from npattn.train.loop import check_callback, check_finite, check_optimizer_of, check_updated
 from npattn.train.text import DataLoader, GPTDatasetV1, check_tokenizer, largest_stride
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
@@ -147,156 +148,6 @@ def generate_and_print_sample(
         print("".join(c if c.isprintable() else " " for c in decoded_text), file=out)
     model.train()
     return decoded_text
-
-
-@dataclass
-class LMHistory:
-    """What ``train_lm`` did: at each evaluation (after ``eval_steps[i] + 1`` updates, the book's
-    global_step), ``train_losses[i]``, ``val_losses[i]`` and ``track_tokens_seen[i]``; the samples
-    generated after each epoch as (global_step, text); where the run stands (``global_step``,
-    ``epoch`` and ``batch``, the next batch of that epoch; ``tokens_seen``; ``seconds`` of training)."""
-
-    train_losses: list[float] = field(default_factory=list)
-    val_losses: list[float] = field(default_factory=list)
-    track_tokens_seen: list[int] = field(default_factory=list)
-    eval_steps: list[int] = field(default_factory=list)
-    samples: list[tuple[int, str]] = field(default_factory=list)
-    global_step: int = -1
-    epoch: int = 0
-    batch: int = 0
-    tokens_seen: int = 0
-    seconds: float = 0.0
-
-    def state_dict(self) -> dict[str, Any]:
-        """Plain lists and numbers (for checkpoints)."""
-        return {
-            "train_losses": np.array(self.train_losses, dtype=np.float64),
-            "val_losses": np.array(self.val_losses, dtype=np.float64),
-            "track_tokens_seen": np.array(self.track_tokens_seen, dtype=np.int64),
-            "eval_steps": np.array(self.eval_steps, dtype=np.int64),
-            "samples": [[step, text] for step, text in self.samples],
-            "global_step": self.global_step,
-            "epoch": self.epoch,
-            "batch": self.batch,
-            "tokens_seen": self.tokens_seen,
-            "seconds": self.seconds,
-        }
-
-    @classmethod
-    def from_state_dict(cls, state: Any) -> LMHistory:
-        """The history ``state_dict`` gave, every entry checked (types, ranges, matching lengths).
-
-        Raises:
-            CheckpointError: a missing or extra entry, or one of the wrong type or out of range
-                (the message names it).
-        """
-        names = [f.name for f in dataclasses.fields(cls)]
-        if not isinstance(state, dict):
-            raise CheckpointError(f"the history must be a dict of {names}, got {type(state).__name__}")
-        missing, extra = [k for k in names if k not in state], sorted(str(k) for k in state if k not in names)
-        if missing or extra:
-            raise CheckpointError(f"the history's entries differ from {names}: {differences(missing, extra)}")
-
-        def number(key: str, value: Any, kind: type, low: float) -> Any:
-            ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-            if kind is int:
-                ok = ok and float(value).is_integer()
-            if not ok or not np.isfinite(float(value)) or value < low:
-                bound = f" >= {low:g}" if np.isfinite(low) else ""
-                raise CheckpointError(
-                    f"history.{key} must be a finite {'integer' if kind is int else 'number'}{bound}, got {value!r}"
-                )
-            return kind(value)
-
-        def numbers(key: str, kind: type, low: float) -> list[Any]:
-            values = state[key]
-            if isinstance(values, np.ndarray) and values.ndim == 1:
-                values = values.tolist()
-            if not isinstance(values, list):
-                raise CheckpointError(f"history.{key} must be a list of numbers, got {type(values).__name__}")
-            return [number(f"{key}[{i}]", v, kind, low) for i, v in enumerate(values)]
-
-        def samples() -> list[tuple[int, str]]:
-            values = state["samples"]
-            if not isinstance(values, list) or not all(
-                isinstance(v, list) and len(v) == 2 and isinstance(v[1], str) for v in values
-            ):
-                raise CheckpointError("history.samples must be a list of [global_step, text] pairs")
-            return [(number(f"samples[{i}][0]", v[0], int, -1), v[1]) for i, v in enumerate(values)]
-
-        inf = -float("inf")
-        history = cls(
-            train_losses=numbers("train_losses", float, inf),
-            val_losses=numbers("val_losses", float, inf),
-            track_tokens_seen=numbers("track_tokens_seen", int, 0),
-            eval_steps=numbers("eval_steps", int, -1),
-            samples=samples(),
-            global_step=number("global_step", state["global_step"], int, -1),
-            epoch=number("epoch", state["epoch"], int, 0),
-            batch=number("batch", state["batch"], int, 0),
-            tokens_seen=number("tokens_seen", state["tokens_seen"], int, 0),
-            seconds=number("seconds", state["seconds"], float, 0),
-        )
-        lengths = {len(getattr(history, k)) for k in ("train_losses", "val_losses", "track_tokens_seen", "eval_steps")}
-        if len(lengths) != 1:
-            raise CheckpointError(
-                "history.train_losses, val_losses, track_tokens_seen and eval_steps must have one entry per "
-                f"evaluation, got lengths {sorted(lengths)}"
-            )
-        return history
-
-    def check_counts(self, steps_per_epoch: int, tokens_per_batch: int) -> None:
-        """The counters agree with the step count: ``epoch * steps_per_epoch + batch`` and
-        ``tokens_seen / tokens_per_batch`` are ``global_step + 1`` (every training batch is full, the
-        book's drop_last), each evaluation's tokens match its step, nothing is recorded after it.
-
-        Raises:
-            CheckpointError: naming the counter, the expected and the actual value.
-        """
-        _check_counts(self, steps_per_epoch, tokens_per_batch)
-
-
-def _check_counts(history: LMHistory, steps_per_epoch: int, tokens_per_batch: int) -> None:
-    """``history.check_counts``: the counters a run of ``global_step + 1`` full batches gives."""
-    done = history.global_step + 1
-    at = history.epoch * steps_per_epoch + history.batch
-    if at != done:
-        raise CheckpointError(
-            f"history.epoch {history.epoch} and history.batch {history.batch} place the run after {at} steps "
-            f"({steps_per_epoch} per epoch); expected {done}, the count history.global_step {history.global_step} gives"
-        )
-    counts = [("tokens_seen", history.tokens_seen, history.global_step)]
-    counts += [
-        (f"track_tokens_seen[{i}]", n, s) for i, (s, n) in enumerate(zip(history.eval_steps, history.track_tokens_seen))
-    ]
-    for counter, got, step in counts:
-        if got != (step + 1) * tokens_per_batch:
-            raise CheckpointError(
-                f"history.{counter} is {got}; expected {(step + 1) * tokens_per_batch} "
-                f"({step + 1} steps of {tokens_per_batch} tokens)"
-            )
-    late = [step for step in [*history.eval_steps, *(s for s, _ in history.samples)] if step > history.global_step]
-    if late:
-        raise CheckpointError(
-            f"the history records evaluations or samples at step {late[0]}, after its global_step {history.global_step}"
-        )
-
-
-def differences(missing: list[str], extra: list[str]) -> str:
-    """``missing ['a']; unexpected ['b']``, each part only when it is not empty."""
-    parts = [f"missing {missing}"] * bool(missing) + [f"unexpected {extra}"] * bool(extra)
-    return "; ".join(parts)
-
-
-def progress_line(epoch: int, history: LMHistory) -> str:
-    """The book's line, plus the tokens seen and the time: ``Ep 1 (Step 000000): Train loss 9.817,
-    Val loss 9.924, tokens seen 1024, 0.4 s``."""
-    step = f"Step {history.global_step:06d}" if history.global_step >= 0 else "before training"
-    return (
-        f"Ep {epoch + 1} ({step}): Train loss {history.train_losses[-1]:.3f}, "
-        f"Val loss {history.val_losses[-1]:.3f}, tokens seen {history.track_tokens_seen[-1]}, "
-        f"{history.seconds:.1f} s"
-    )
 
 
 def check_out(out: Any) -> None:
