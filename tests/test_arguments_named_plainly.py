@@ -99,3 +99,38 @@ def test_an_empty_checkpoint_is_named_empty(tmp_path):
     empty = r"e\.npz' is truncated, corrupt or not a checkpoint: empty \(0 bytes\), not a zip archive$"
     with pytest.raises(npattn.CheckpointError, match=empty):
         npattn.load(str(path))
+
+
+def test_torch_save_and_load_keywords_that_change_nothing_are_accepted(tmp_path):
+    import pickle
+
+    path = str(tmp_path / "m.npz")
+    model = npattn.SelfAttention_v1(3, 2, rng=1)
+    npattn.save(model, path, pickle_module=pickle, pickle_protocol=4, _use_new_zipfile_serialization=True)
+    loaded = npattn.load(path, pickle_module=pickle, encoding="latin1")
+    assert all(np.array_equal(loaded[k], v) for k, v in model.state_dict().items())
+
+
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [
+        ({"pickle_module": np}, r"pickle_module=numpy is not supported: npattn never pickles"),
+        ({"pickle_protocol": "2"}, r"pickle_protocol must be an integer"),
+        ({"_use_new_zipfile_serialization": False}, r"_use_new_zipfile_serialization=False is not supported"),
+    ],
+)
+def test_torch_save_keywords_npattn_cannot_honour_are_config_errors(tmp_path, keywords, message):
+    with pytest.raises(ConfigError, match=message):
+        npattn.save(npattn.SelfAttention_v1(3, 2, rng=1), str(tmp_path / "m.npz"), **keywords)
+    assert not (tmp_path / "m.npz").exists()
+
+
+@pytest.mark.parametrize(
+    ("keywords", "message"),
+    [({"pickle_module": np}, r"pickle_module=numpy is not supported"), ({"encoding": 1}, r"encoding must be a string")],
+)
+def test_torch_load_keywords_npattn_cannot_honour_are_config_errors(tmp_path, keywords, message):
+    path = str(tmp_path / "m.npz")
+    npattn.save({"a": np.zeros(2)}, path)
+    with pytest.raises(ConfigError, match=message):
+        npattn.load(path, **keywords)

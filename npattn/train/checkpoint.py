@@ -29,6 +29,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import numbers
 import os
 import pickletools
 import re
@@ -93,8 +94,20 @@ def _state_and_meta(
     return state, meta
 
 
-def save(obj: Any, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] | None = None) -> None:
+def save(
+    obj: Any,
+    path: str | os.PathLike[str],
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    pickle_module: Any = None,
+    pickle_protocol: Any = 2,
+    _use_new_zipfile_serialization: Any = True,
+) -> None:
     """Save a state dict (or a Module's / Optimizer's) to ``path``, atomically.
+
+    ``pickle_module``, ``pickle_protocol`` and ``_use_new_zipfile_serialization`` are
+    ``torch.save``'s keywords, accepted where they change nothing (npattn never pickles and writes
+    one format): ``pickle_module`` None or the ``pickle`` module, any integer protocol, True.
 
     ``metadata`` (JSON: class, config, ...) is stored beside the arrays; read it back with
     ``load_metadata``. A ``.safetensors`` path needs the ``safetensors`` package and a flat
@@ -108,9 +121,29 @@ def save(obj: Any, path: str | os.PathLike[str], *, metadata: Mapping[str, Any] 
             .safetensors path without the package or with a nested state, or a target that is a
             directory, a device or a FIFO, is not writable, or whose folder does not exist (see
             ``npattn.train.atomic``).
+        ConfigError: ``pickle_module`` other than ``pickle``, a protocol that is not an integer, or
+            ``_use_new_zipfile_serialization=False``.
     """
+    if pickle_module is not None and getattr(pickle_module, "__name__", None) != "pickle":
+        raise ConfigError(
+            f"pickle_module={_module_name(pickle_module)} is not supported: npattn never pickles (a checkpoint holds "
+            "arrays, numbers and strings); leave it out"
+        )
+    if isinstance(pickle_protocol, bool) or not isinstance(pickle_protocol, numbers.Integral):
+        raise ConfigError(
+            f"pickle_protocol must be an integer (npattn never pickles: it is ignored), got {pickle_protocol!r:.60}"
+        )
+    if _use_new_zipfile_serialization is not True:
+        raise ConfigError(
+            f"_use_new_zipfile_serialization={_use_new_zipfile_serialization!r:.60} is not supported: npattn "
+            "writes one format (a .npz zip, or .safetensors by the path's extension); leave it out"
+        )
     with sigint_held():  # Ctrl-C while the zip is written would leave a half-written ZipFile
         _save(obj, path, metadata)
+
+
+def _module_name(value: Any) -> str:
+    return str(getattr(value, "__name__", None) or f"{value!r:.60}")
 
 
 def save_run(
@@ -387,12 +420,16 @@ def load(
     map_location: Any = None,
     weights_only: bool | None = None,
     mmap: bool | None = None,
+    pickle_module: Any = None,
+    encoding: str | None = None,
 ) -> Any:
     """Load what ``save`` wrote: the state dict (nested dicts, lists, tuples and arrays as saved).
 
-    ``map_location``, ``weights_only`` and ``mmap`` are ``torch.load``'s keywords, accepted where
-    they change nothing: ``map_location`` None, ``'cpu'`` or ``torch.device('cpu')``; ``weights_only``
-    None or True (npattn never unpickles); ``mmap`` None or False (the arrays are read into memory).
+    ``map_location``, ``weights_only``, ``mmap``, ``pickle_module`` and ``encoding`` are
+    ``torch.load``'s keywords, accepted where they change nothing: ``map_location`` None, ``'cpu'``
+    or ``torch.device('cpu')``; ``weights_only`` None or True (npattn never unpickles); ``mmap`` None
+    or False (the arrays are read into memory); ``pickle_module`` None or ``pickle`` and any
+    ``encoding`` string (both only matter to unpickling).
 
     Raises:
         CheckpointError: the file is missing, not a regular file, truncated, random bytes, a foreign
@@ -402,6 +439,11 @@ def load(
             ``weights_only=False`` (there is no unpickling to allow), or ``mmap=True``.
     """
     _torch_keywords(map_location, weights_only, mmap)
+    if pickle_module is not None and getattr(pickle_module, "__name__", None) != "pickle":
+        name = _module_name(pickle_module)
+        raise ConfigError(f"pickle_module={name} is not supported: npattn never unpickles; leave it out")
+    if encoding is not None and not isinstance(encoding, str):
+        raise ConfigError(f"encoding must be a string (it only matters to unpickling), got {encoding!r:.60}")
     source = check_source(path)
     if source.lower().endswith(".safetensors"):
         from npattn.train.safetensors_io import load_safetensors
