@@ -40,7 +40,7 @@ from npattn.nn.module import Module
 from npattn.optim import Optimizer
 from npattn.train.book_device import book_device
 from npattn.train.generate import check_vocab_settings, generate
-from npattn.train.lm_continue import check_continues
+from npattn.train.lm_continue import check_continues, check_tokens_fit
 from npattn.train.lm_history import LMHistory, progress_line
 from npattn.train.lm_history import differences as differences
 from npattn.train.loop import check_callback, check_finite, check_optimizer_of, check_updated
@@ -271,6 +271,7 @@ def train_lm(
     _check_gives_batches(val_loader, "the validation data (val_loader)", "val_loader")  # its losses would all be nan
     history = history if history is not None else LMHistory()
     check_continues(history, len(train_loader), max_steps, num_epochs, "train_lm")
+    check_tokens_fit(history, train_loader, "train_lm")
     if history.batch and not hasattr(train_loader, "batches"):
         raise ConfigError(
             f"train_lm: the history stands at batch {history.batch} inside epoch {history.epoch}; resuming inside "

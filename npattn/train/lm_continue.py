@@ -7,7 +7,7 @@ from typing import Any
 
 from npattn.errors import CheckpointError, ConfigError
 
-__all__ = ["check_continues"]
+__all__ = ["check_continues", "check_tokens_fit"]
 
 
 def check_continues(
@@ -43,3 +43,28 @@ def check_continues(
     if epochs is not None and epochs < history.epoch:
         total = " (the total, not the epochs left)" * hint
         raise ConfigError(f"{at}{names[1]}={epochs} is below {source}'s epoch count {history.epoch}{total}")
+
+
+def check_tokens_fit(history: Any, loader: Any, where: str) -> None:
+    """The tokens a history counts are the tokens ``loader`` (npattn's DataLoader) gives over the
+    epochs and batches the history says it trained on: a loader of another batch size or window
+    length would continue at another window than the run reached (batch 20 of batch size 8 is
+    window 160, of batch size 4 window 80). Other loaders are not checked (their sizes are unknown).
+
+    Raises:
+        ConfigError: naming the tokens the history counts and the tokens this loader gives.
+    """
+    dataset = getattr(loader, "dataset", None)
+    length = getattr(dataset, "max_length", None)
+    if history.global_step < 0 or not hasattr(loader, "batches") or dataset is None or not isinstance(length, int):
+        return
+    n, b = len(dataset), loader.batch_size
+    sizes = [min(b, n - i * b) for i in range(len(loader))]  # windows per batch (the last may be short)
+    expected = (history.epoch * sum(sizes) + sum(sizes[: history.batch])) * length
+    if history.tokens_seen != expected:
+        raise ConfigError(
+            f"{where}: the history counts {history.tokens_seen} tokens after epoch {history.epoch}, batch "
+            f"{history.batch}, but this train_loader gives {expected} tokens there (batches of {b} windows of "
+            f"{length} tokens); continue with a loader of the batch size and context length the history was "
+            "made with"
+        )
