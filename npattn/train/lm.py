@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
+from npattn._checks import check_bool, check_nonnegative_int, check_positive_int, finite_float
 from npattn._interrupts import raise_if_pressed
 from npattn.errors import BackwardError, ConfigError, TrainingError
 from npattn.nn.functional import token_cross_entropy_backward, token_cross_entropy_forward
@@ -61,10 +61,13 @@ __all__ = [
 class BatchLoss:
     """The mean cross-entropy of one batch, as a number (``float(loss)``, ``loss.item()``) that
     can also run its own backward: ``loss.backward()`` computes dL/dlogits and hands it to
-    ``model.backward``, which accumulates every parameter's ``.grad`` (like PyTorch's)."""
+    ``model.backward``, which accumulates every parameter's ``.grad`` (like PyTorch's). It can be
+    scaled by a number, as in gradient accumulation (``(loss / accum_steps).backward()``): the
+    gradients are scaled alike."""
 
-    def __init__(self, value: float, model: Any, cache: tuple) -> None:
+    def __init__(self, value: float, model: Any, cache: tuple, scale: float = 1.0) -> None:
         self.value = value
+        self.scale = scale  # d(this loss) / d(the batch's mean cross-entropy)
         self._model = model
         self._cache = cache
         self._forward = getattr(model, "_forward_count", None)
@@ -76,15 +79,52 @@ class BatchLoss:
     def __float__(self) -> float:
         return self.value
 
+    def _scaled(self, factor: Any, op: str) -> BatchLoss:
+        number = finite_float(factor)
+        if number is None:
+            raise ConfigError(f"loss {op} {factor!r:.40}: a BatchLoss is scaled by a finite real number only")
+        scaled = BatchLoss(self.value * number, self._model, self._cache, self.scale * number)
+        scaled._forward, scaled._forward_cache = self._forward, self._forward_cache
+        return scaled
+
+    def __mul__(self, factor: Any) -> BatchLoss:
+        return self._scaled(factor, "*")
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, divisor: Any) -> BatchLoss:
+        number = finite_float(divisor)
+        if number is None or number == 0:
+            raise ConfigError(f"loss / {divisor!r:.40}: a BatchLoss is divided by a finite nonzero real number only")
+        return self._scaled(1.0 / number, "/")
+
+    def __neg__(self) -> BatchLoss:
+        return self._scaled(-1.0, "*")
+
+    def __add__(self, other: Any) -> BatchLoss:
+        raise ConfigError(
+            "a BatchLoss can be scaled by a number (loss / accum_steps), not added to: call backward() on each "
+            "loss (the gradients accumulate in .grad), or add float(loss) values to report them"
+        )
+
+    __radd__ = __sub__ = __rsub__ = __add__
+
     def backward(self) -> None:
-        """Raises BackwardError if the model ran another forward after this loss was computed."""
+        """Raises BackwardError if the model ran another forward after this loss was computed, or
+        this batch's backward already ran."""
         now = getattr(self._model, "_forward_count", None)
         if now != self._forward or getattr(self._model, "_cache", None) is not self._forward_cache:
             raise BackwardError(
                 f"loss.backward(): the model ran another forward after this loss was computed (model() "
                 f"calls {now}, expected {self._forward}; or a direct model.forward()): compute the loss again"
             )
-        (dlogits,) = token_cross_entropy_backward(np.asarray(1.0), self._cache)
+        try:
+            (dlogits,) = token_cross_entropy_backward(np.asarray(self.scale), self._cache)
+        except BackwardError:
+            raise BackwardError(
+                "loss.backward(): this batch's backward already ran (once per loss, as in PyTorch without "
+                "retain_graph); compute the loss again (calc_loss_batch) for another backward"
+            ) from None
         self._model.backward(dlogits)
 
     def __repr__(self) -> str:
