@@ -115,8 +115,14 @@ class Optimizer:
                     "it would be updated twice per step"
                 )
             seen[id(p)] = i
-        if any(id(p) in seen for p in others):
-            raise ConfigError("some parameters appear in more than one parameter group")
+        ids = {id(q) for q in others}
+        for i, p in enumerate(params):
+            if id(p) in ids:
+                k = next((k for k, g in enumerate(self.param_groups) if any(q is p for q in g.get("params", ()))), "?")
+                raise ConfigError(
+                    f"some parameters appear in more than one parameter group: {where}its parameter at position {i} "
+                    f"(shape {p.shape}) is in parameter group {k} already; a Parameter may be in one group only"
+                )
         return params
 
     def add_param_group(self, group: dict[str, Any]) -> None:

@@ -160,6 +160,13 @@ def _into_proc(text: str) -> str | None:
     return None
 
 
+def _not_a_folder(path: str) -> str:
+    """Why ``path``, named as a file's folder, is none: "is a file, not a folder", ..."""
+    if os.path.isfile(path):
+        return "is a file, not a folder"
+    return "is not a folder" if os.path.exists(path) else "does not exist"
+
+
 def check_target(path: Any, what: str = "checkpoint") -> str:
     """The file that saving to ``path`` will replace (symlinks followed), checked before writing.
 
@@ -177,14 +184,14 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
     real = resolved(text, what)  # first: a deleted working folder is named as such
     given_folder = os.path.dirname(text)
     if given_folder and not os.path.isdir(given_folder):  # "nosuch/../x.npz": open() refuses it, realpath does not
-        problem = "is not a folder" if os.path.exists(given_folder) else "does not exist"
+        problem = _not_a_folder(given_folder)
         raise CheckpointError(f"cannot write {what} {text!r}: the folder {given_folder!r} {problem}")
     proc = _into_proc(text)
     if proc is not None:
         via = "" if os.path.abspath(text) == proc else f" (it leads to {proc!r})"
         raise CheckpointError(
-            f"cannot write {what} {text!r}: it lies under /proc{via}, a process's open files and settings (such as "
-            "standard output), not a file to replace; save to a file path"
+            f"cannot write {what} {text!r}: it lies under /proc{via}, where npattn writes nothing (a process's "
+            "open files and settings, such as standard output, live there); name the file by a path outside /proc"
         )
     st = _existing_file(real, text, what)
     if st is not None:
@@ -192,7 +199,7 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
             raise CheckpointError(f"cannot write {what} {text!r}: {_why_unwritable(real, st.st_mode)}")
     folder = os.path.dirname(real)
     if not os.path.isdir(folder):
-        problem = "is not a folder" if os.path.exists(folder) else "does not exist"
+        problem = _not_a_folder(folder)
         raise CheckpointError(f"cannot write {what} {text!r}: the folder {folder!r} {problem}")
     if not os.access(folder, os.W_OK | os.X_OK) or not _writable_bits(os.stat(folder).st_mode):
         if _writable_bits(os.stat(folder).st_mode) and os.statvfs(folder).f_flag & os.ST_RDONLY:  # EROFS

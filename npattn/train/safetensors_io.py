@@ -160,7 +160,8 @@ def _refuse_repeated_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object of the header; a name given twice is refused (JSON would keep the last)."""
     repeated = repeated_keys(pairs)
     if repeated:
-        raise CheckpointError(f"the safetensors header names the tensor(s) {repeated} more than once")
+        names = "the key(s)" if "__metadata__" in repeated else "the tensor(s)"
+        raise CheckpointError(f"the safetensors header names {names} {repeated} more than once")
     return dict(pairs)
 
 

@@ -679,7 +679,7 @@ def test_members_that_are_not_npy_files_are_refused(tmp_path, good):
     lacks = "member 'W_key' is an .npy array, but its name lacks the '.npy' suffix"
     with pytest.raises(npattn.CheckpointError, match=re.escape(lacks)):
         npattn.load(path)
-    with pytest.raises(npattn.CheckpointError, match=r"the folder '.*good.npz' is not a folder"):
+    with pytest.raises(npattn.CheckpointError, match=r"the folder '.*good.npz' is a file, not a folder"):
         npattn.save({"w": np.ones(1)}, good / "x.npz")
 
 
