@@ -23,8 +23,13 @@ def grads_of(make_loss):
 
 @pytest.mark.parametrize(
     ("make", "factor"),
-    [(lambda l: l / 4, 0.25), (lambda l: l * 2, 2.0), (lambda l: 3 * l, 3.0), (lambda l: -l, -1.0),
-     (lambda l: l * np.float32(0.5), 0.5)],  # fmt: skip
+    [
+        (lambda l: l / 4, 0.25),
+        (lambda l: l * 2, 2.0),
+        (lambda l: 3 * l, 3.0),
+        (lambda l: -l, -1.0),
+        (lambda l: l * np.float32(0.5), 0.5),
+    ],
     ids=["/4", "*2", "3*", "neg", "*np.float32"],
 )
 def test_a_scaled_loss_scales_the_gradients(make, factor):
