@@ -86,9 +86,11 @@ def cast(arr: np.ndarray, dtype: np.dtype | type, name: str) -> np.ndarray:
         DTypeError: a finite value the dtype cannot hold (1e39 into float32, 70000 into float16),
             which the cast would turn into inf.
     """
+    if arr.dtype == dtype or np.can_cast(arr.dtype, dtype, "safe"):  # nothing can overflow
+        return arr.astype(dtype, copy=False)
     with np.errstate(over="ignore"):
         out = arr.astype(dtype, copy=False)
-    if out.dtype != arr.dtype and out.dtype.kind == "f" and not np.can_cast(arr.dtype, out.dtype, "safe"):
+    if out.dtype.kind == "f":
         overflow = np.isinf(out) & np.isfinite(arr)
         if overflow.any():
             raise DTypeError(
