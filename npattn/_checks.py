@@ -90,12 +90,13 @@ def cast(arr: np.ndarray, dtype: np.dtype | type, name: str) -> np.ndarray:
         return arr.astype(dtype, copy=False)
     with np.errstate(over="ignore"):
         out = arr.astype(dtype, copy=False)
-    if out.dtype.kind == "f":
+    if out.dtype.kind == "f" and np.isinf(out).any():
         overflow = np.isinf(out) & np.isfinite(arr)
         if overflow.any():
+            largest = float(np.max(np.abs(arr[overflow].astype(np.float64))))
             raise DTypeError(
                 f"{name}: {int(overflow.sum())} of {arr.size} entries overflow {out.dtype} (largest magnitude "
-                f"{float(np.max(np.abs(arr[overflow]))):.3g}), the dtype it is computed in; they would become inf "
+                f"{largest:.3g}), the dtype it is computed in; they would become inf "
                 f"(convert the model with .to(np.float64), or scale the values)"
             )
     return out

@@ -230,6 +230,18 @@ def _with_output(
     return ref_stages, cand_stages
 
 
+def _float64_inputs(x: Any, weights: Mapping[str, Any] | None, implementations: tuple[Any, Any]) -> bool:
+    """Whether both sides compute from float64 x and weights, so that their float64 stages are
+    judged to float64's precision: the weights given, or npattn Modules whose parameters are all
+    float64 (a function's own weights, or a Trace's, are unknown: float32's tolerance stays)."""
+    if weights is not None:
+        return all_float64(x, weights)
+    modules = all(isinstance(impl, Module) for impl in implementations)
+    return modules and all_float64(x, {}) and all(
+        p.dtype == np.float64 for impl in implementations for p in impl.parameters()
+    )
+
+
 def _refuse_non_finite(x: Any) -> None:
     """Two implementations given NaN or inf compare as NaN at every stage, which reads as a
     divergence that is not there."""
@@ -252,7 +264,7 @@ def compare(
     *,
     weights: Mapping[str, Any] | None = None,
     atol: float | None = None,
-    rtol: float = FORWARD_RTOL,
+    rtol: float | None = None,
 ) -> Comparison:
     """Run two implementations on ``x`` and compare them stage by stage.
 
@@ -272,10 +284,10 @@ def compare(
             not take what it is called with (``f(x, W_query, W_key, W_value)`` without
             ``weights=``: it needs them).
     """
-    atol, rtol = check_tolerances(atol, rtol, "compare")
+    atol, given = check_tolerances(atol, FORWARD_RTOL if rtol is None else rtol, "compare")
     _refuse_non_finite(x)
     ref, cand = _with_output(_stages_of(reference, x, weights), _stages_of(candidate, x, weights))
-    inputs_float64 = all_float64(x, weights or {})
+    inputs_float64 = _float64_inputs(x, weights, (reference, candidate))
     diffs = []
     for name in [*ref, *(k for k in cand if k not in ref)]:
         a, b = ref.get(name), cand.get(name)
@@ -284,7 +296,7 @@ def compare(
         max_diff: float | None = None
         allowed = atol or 0.0
         if a is not None and b is not None:
-            stage_rtol = forward_rtol(rtol, atol, inputs_float64, a, b)  # all float64: float64's precision
+            stage_rtol = forward_rtol(None if rtol is None else given, atol, inputs_float64, a, b)  # unset: by dtype
             # max|ref| over the finite entries: masked -inf entries must not make every difference allowed
             allowed = allowed_error(a, atol, stage_rtol, f"compare, stage {name}")
             if sa == sb:

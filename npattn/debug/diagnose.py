@@ -267,7 +267,7 @@ def diagnose(
     *,
     causal: bool = False,
     atol: float | None = None,
-    rtol: float = FORWARD_RTOL,
+    rtol: float | None = None,
     catalogue: Sequence[Mistake] = CATALOGUE,
 ) -> Diagnosis:
     """Tell which known mistake, if any, produced ``output``.
@@ -295,11 +295,11 @@ def diagnose(
             does not model. ShapeError, DTypeError:
             x or the weights do not fit.
     """
-    atol, rtol = check_tolerances(atol, rtol, "diagnose")
+    atol, given = check_tolerances(atol, FORWARD_RTOL if rtol is None else rtol, "diagnose")
     check_single_head(weights if isinstance(weights, Mapping) else weights_of(weights), "diagnose")
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
     raw = as_array(to_numpy(output), "output")
-    rtol = forward_rtol(rtol, atol, all_float64(x, weights), raw)  # all float64: judged to float64's precision
+    rtol = forward_rtol(None if rtol is None else given, atol, all_float64(x, weights), raw)  # unset: by precision
     out = np.asarray(raw, dtype=np.float64)
     expected = attention_variant(x64, Wq, Wk, Wv, causal=causal, biases=biases)
     allowed_error(expected, atol, rtol, "diagnose")  # refuses a tolerance too wide for these outputs

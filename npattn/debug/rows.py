@@ -154,7 +154,7 @@ def check_rows(
     causal: bool = False,
     num_heads: int = 1,
     atol: float | None = None,
-    rtol: float = FORWARD_RTOL,
+    rtol: float | None = None,
     tokens: Sequence[str] | None = None,
 ) -> RowCheck:
     """The seed's verification: every row of the batched ``output`` against the same token's
@@ -178,7 +178,7 @@ def check_rows(
             finite, or so wide that an output off by 0.1% would pass; ``tokens`` not one name per
             token of x.
     """
-    atol, rtol = check_tolerances(atol, rtol, "check_rows")
+    atol, given = check_tolerances(atol, FORWARD_RTOL if rtol is None else rtol, "check_rows")
     if not isinstance(weights, Mapping):
         weights = weights_of(weights)
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
@@ -189,7 +189,7 @@ def check_rows(
             "npattn.check_rows_of(module, x)"
         )
     raw = as_array(to_numpy(output), "output")
-    rtol = forward_rtol(rtol, atol, all_float64(x, weights), raw)  # all float64: judged to float64's precision
+    rtol = forward_rtol(None if rtol is None else given, atol, all_float64(x, weights), raw)  # unset: by precision
     out = np.asarray(raw, dtype=np.float64)
     d_out = Wq.shape[1]
     h = check_positive_int(num_heads, "num_heads")
@@ -261,7 +261,7 @@ def check_rows_of(
     output: Any = None,
     *,
     atol: float | None = None,
-    rtol: float = FORWARD_RTOL,
+    rtol: float | None = None,
     tokens: Sequence[str] | None = None,
 ) -> RowCheck:
     """``check_rows`` for one of npattn's attention classes (causal when it is, per head when it has

@@ -45,20 +45,21 @@ off by far more."""
 
 FORWARD_RTOL_FLOAT64 = 1e-9
 """The default relative tolerance of the forward checks for a float64 output of float64 x and
-weights (with atol unset and rtol left at ``FORWARD_RTOL``): float64's rounding (2.2e-16, a few operations deep) passes
+weights (with atol and rtol unset): float64's rounding (2.2e-16, a few operations deep) passes
 with a margin of about 10**5, and an output off by 1e-6 (an eps of 1e-5 added to the softmax
 denominator) fails, where ``FORWARD_RTOL`` (float32's precision) would pass it."""
 
 
-def forward_rtol(rtol: float, atol: float | None, inputs_float64: bool, *outputs: Any) -> float:
-    """The forward checks' rtol: ``FORWARD_RTOL_FLOAT64`` when rtol is the default ``FORWARD_RTOL``,
-    atol is unset, the inputs (x and the weights) are float64 and so is every output; else
-    ``rtol``. A float64 output of float32 inputs (``x32 @ W32 / np.sqrt(2.0)`` is float64 in NumPy 2)
-    carries float32's precision and keeps ``FORWARD_RTOL``."""
-    if atol is None and rtol == FORWARD_RTOL and inputs_float64 and outputs:
-        if all(getattr(o, "dtype", None) == np.float64 for o in outputs):
-            return FORWARD_RTOL_FLOAT64
-    return rtol
+def forward_rtol(rtol: float | None, atol: float | None, inputs_float64: bool, *outputs: Any) -> float:
+    """The forward checks' rtol: the caller's ``rtol`` when given; unset (None), ``FORWARD_RTOL_FLOAT64``
+    when atol is unset too, the inputs (x and the weights) are float64 and so is every output, else
+    ``FORWARD_RTOL``. A float64 output of float32 inputs (``x32 @ W32 / np.sqrt(2.0)`` is float64 in
+    NumPy 2) carries float32's precision and keeps ``FORWARD_RTOL``."""
+    if rtol is not None:
+        return rtol
+    if atol is None and inputs_float64 and outputs and all(getattr(o, "dtype", None) == np.float64 for o in outputs):
+        return FORWARD_RTOL_FLOAT64
+    return FORWARD_RTOL
 
 
 FLOAT32_BOUND = 1e-5

@@ -3,7 +3,6 @@ exactly) and ``npattn train``'s glue, ``run_train_command``."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 import time
@@ -164,7 +163,7 @@ def _given_a_copy(on_log: Callable[[int, float, History], None]) -> Callable[[in
     to the history it is given never reaches the run's record or its checkpoints."""
 
     def call(step: int, loss: float, history: History) -> None:
-        on_log(step, loss, copy.deepcopy(history))
+        on_log(step, loss, history.copy())
 
     return call
 

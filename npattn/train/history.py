@@ -47,6 +47,18 @@ class History:
             self.moved_since_log.setdefault(name, []).append(float(np.linalg.norm(p.data - self.last_log[name])))
             self.last_log[name] = p.data.copy()
 
+    def copy(self) -> History:
+        """A copy sharing nothing a caller could change in place (new lists of the same floats, new
+        arrays): what ``train_task`` hands a callback, in time linear in the lists' lengths."""
+        return History(
+            loss=list(self.loss),
+            log_steps=list(self.log_steps),
+            moved_from_start={k: list(v) for k, v in self.moved_from_start.items()},
+            moved_since_log={k: list(v) for k, v in self.moved_since_log.items()},
+            start={k: v.copy() for k, v in self.start.items()},
+            last_log={k: v.copy() for k, v in self.last_log.items()},
+        )
+
     def state_dict(self) -> dict[str, Any]:
         """Plain arrays and lists (for checkpoints)."""
         return {

@@ -50,10 +50,33 @@ def test_a_float64_output_of_float32_inputs_keeps_float32s_tolerance():
     assert npattn.diagnose(x, weights, out).correct and npattn.check_rows(x, weights, out).passed
 
 
-def test_only_the_default_rtol_is_tightened():
+def test_only_an_unset_rtol_is_chosen_by_precision():
     f64 = np.zeros(2)
-    assert forward_rtol(FORWARD_RTOL, None, True, f64) == FORWARD_RTOL_FLOAT64
-    assert forward_rtol(FORWARD_RTOL, 0.0, True, f64) == FORWARD_RTOL  # atol given: the caller's tolerances
+    assert forward_rtol(None, None, True, f64) == FORWARD_RTOL_FLOAT64
+    assert forward_rtol(None, 0.0, True, f64) == FORWARD_RTOL  # atol given: float32's default rtol
+    assert forward_rtol(FORWARD_RTOL, None, True, f64) == FORWARD_RTOL  # given: used as given
     assert forward_rtol(2e-5, None, True, f64) == 2e-5
-    assert forward_rtol(FORWARD_RTOL, None, False, f64) == FORWARD_RTOL
-    assert forward_rtol(FORWARD_RTOL, None, True, f64.astype(np.float32)) == FORWARD_RTOL
+    assert forward_rtol(None, None, False, f64) == FORWARD_RTOL
+    assert forward_rtol(None, None, True, f64.astype(np.float32)) == FORWARD_RTOL
+
+
+def test_an_rtol_given_is_used_as_given():
+    x, weights = _inputs(np.float64)
+    wrong = _attention(x, *weights.values(), eps=1e-5)
+    assert npattn.diagnose(x, weights, wrong, rtol=1e-5).correct
+    assert npattn.check_rows(x, weights, wrong, rtol=1e-5).passed
+
+
+def test_compare_of_float64_modules_is_judged_in_float64_and_of_a_float32_learner_in_float32():
+    x, weights = _inputs(np.float64)
+    ref = npattn.SelfAttention_v1(3, 2, rng=123, dtype=np.float64)
+    scaled = npattn.SelfAttention_v1(3, 2, rng=123, dtype=np.float64)
+    scaled.W_value.data *= 1 + 1e-6
+    assert npattn.compare(ref, scaled, x).first_divergence == "values"
+    x32, w32 = _inputs(np.float32)
+
+    def learner32(x):  # float32 weights of its own, a float64 output (np.sqrt(2.0) promotes)
+        return _attention(x.astype(np.float32), *w32.values())
+
+    ref.load_state_dict({k: v.astype(np.float64) for k, v in w32.items()})
+    assert npattn.compare(ref, learner32, x).first_divergence is None
