@@ -46,25 +46,26 @@ def check_continues(
 
 
 def check_tokens_fit(history: Any, loader: Any, where: str) -> None:
-    """The tokens a history counts are the tokens ``loader`` (npattn's DataLoader) gives over the
-    epochs and batches the history says it trained on: a loader of another batch size or window
-    length would continue at another window than the run reached (batch 20 of batch size 8 is
-    window 160, of batch size 4 window 80). Other loaders are not checked (their sizes are unknown).
+    """A history that stands inside an epoch goes on with the loader it was made with: the tokens it
+    counts are the tokens ``loader`` (npattn's DataLoader) gives over its epochs and batches. A
+    loader of another batch size, window length, stride or text would go on at another window than
+    the run reached (batch 20 of batch size 8 is window 160, of batch size 4 window 80). At an
+    epoch's start any loader may go on; other loaders are not checked (their sizes are unknown).
 
     Raises:
         ConfigError: naming the tokens the history counts and the tokens this loader gives.
     """
     dataset = getattr(loader, "dataset", None)
     length = getattr(dataset, "max_length", None)
-    if history.global_step < 0 or not hasattr(loader, "batches") or dataset is None or not isinstance(length, int):
-        return
+    if history.batch == 0 or not hasattr(loader, "batches") or dataset is None or not isinstance(length, int):
+        return  # at an epoch's start any loader may go on (a new text, another batch size): its windows start over
     n, b = len(dataset), loader.batch_size
     sizes = [min(b, n - i * b) for i in range(len(loader))]  # windows per batch (the last may be short)
     expected = (history.epoch * sum(sizes) + sum(sizes[: history.batch])) * length
     if history.tokens_seen != expected:
         raise ConfigError(
-            f"{where}: the history counts {history.tokens_seen} tokens after epoch {history.epoch}, batch "
-            f"{history.batch}, but this train_loader gives {expected} tokens there (batches of {b} windows of "
-            f"{length} tokens); continue with a loader of the batch size and context length the history was "
-            "made with"
+            f"{where}: the history stands at batch {history.batch} inside epoch {history.epoch} with "
+            f"{history.tokens_seen} tokens counted, but this train_loader gives {expected} tokens there ({n} windows "
+            f"of {length} tokens per epoch, in batches of {b}); going on inside an epoch needs the loader the "
+            "history was made with (the same text, stride, batch size and context length)"
         )
