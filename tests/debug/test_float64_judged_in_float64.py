@@ -68,12 +68,12 @@ def test_an_rtol_given_is_used_as_given():
 
 
 def test_compare_of_float64_modules_is_judged_in_float64_and_of_a_float32_learner_in_float32():
-    x, weights = _inputs(np.float64)
+    x, _ = _inputs(np.float64)
     ref = npattn.SelfAttention_v1(3, 2, rng=123, dtype=np.float64)
     scaled = npattn.SelfAttention_v1(3, 2, rng=123, dtype=np.float64)
     scaled.W_value.data *= 1 + 1e-6
     assert npattn.compare(ref, scaled, x).first_divergence == "values"
-    x32, w32 = _inputs(np.float32)
+    _, w32 = _inputs(np.float32)
 
     def learner32(x):  # float32 weights of its own, a float64 output (np.sqrt(2.0) promotes)
         return _attention(x.astype(np.float32), *w32.values())
