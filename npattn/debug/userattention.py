@@ -42,6 +42,12 @@ def _is_torch(obj: Any) -> bool:
     return any(cls.__module__.split(".")[0] == "torch" for cls in type(obj).__mro__)
 
 
+def _uses_torch(obj: Any) -> bool:
+    """A torch module, or an object whose W_query, W_key or W_value is a torch tensor, Parameter or Linear."""
+    holders = [getattr(obj, n, None) for n in WEIGHT_NAMES]
+    return _is_torch(obj) or any(_is_torch(h) or _is_torch(getattr(h, "weight", None)) for h in holders)
+
+
 def _assign(owner: Any, name: str, W: np.ndarray, label: str) -> None:
     """Put the (d_in, d_out) matrix W into ``owner.<name>``, whatever kind of holder it is."""
     current = getattr(owner, name)
@@ -133,6 +139,13 @@ class UserAttention:
             obj = self._construct(*W["W_query"].shape)
             _require_weights(obj, self.name)
         self.causal = self.causal or hasattr(obj, "mask")
+        if _uses_torch(obj) and callable(getattr(obj, "backward", None)):
+            raise ConfigError(
+                f"{self.name} is a torch class with a backward() of its own: npattn check checks a hand-written "
+                "backward in NumPy (it loads float64 NumPy weights into W_query, W_key and W_value) and a torch "
+                "class forward only (autograd is its backward); remove backward() to check the forward, or write "
+                "the class with NumPy arrays to check both"
+            )
         self.obj = obj
         for n in WEIGHT_NAMES:
             _assign(obj, n, W[n], f"{self.name}.{n}")

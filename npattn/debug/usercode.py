@@ -206,6 +206,12 @@ def _check(
             forward, backward, x, W, name=user.name, title=title, causal=causal, num_heads=user.num_heads
         )
     forward_only = report.diagnosis.correct and not _is_torch(user.obj)  # torch's dropout: not np.random's
+    if causal and user.kind == "class" and with_dropout and _is_torch(user.obj):
+        report.dropout_note = (
+            f"5. dropout: not checked: {user.name} is a torch class, whose dropout mask comes from torch's random "
+            "stream, not np.random (the check reads the keep mask back from np.random's draws); its forward was "
+            "checked with dropout=0.0 only"
+        )
     if causal and user.kind == "class" and with_dropout and (user.has_backward or forward_only):
         obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
         if getattr(obj, "out_proj", None) is not None:
