@@ -82,8 +82,10 @@ class Adam(Optimizer):
         # theta_t = theta_t - lr * m_hat / (sqrt(v_hat) + eps)
         lr, (beta1, beta2), eps, wd = group["lr"], group["betas"], group["eps"], group["weight_decay"]
         t = state.get("step", 0) + 1
-        if wd != 0 and self.decoupled_weight_decay and np.shares_memory(grad, data):
-            kept = data.copy()  # torch decays the weights in place first, and a .grad sharing them sees it
+        if wd != 0 and self.decoupled_weight_decay and not group["maximize"] and np.shares_memory(grad, data):
+            # torch decays the weights in place first, and a .grad sharing them sees it (with maximize,
+            # torch negates the gradient into a new tensor before the decay: it sees the old weights)
+            kept = data.copy()
             data *= 1 - lr * wd
             grad, data[...] = grad.copy(), kept
         g = -grad if group["maximize"] else grad
