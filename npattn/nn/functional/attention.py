@@ -337,21 +337,23 @@ def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tup
     check_keep_needs_p(keep, p, "dropout_forward: keep", "p")
     dtype = attn_weights.dtype if attn_weights.dtype.kind == "f" else np.dtype(np.float64)
     wide = np.promote_types(dtype, np.float32)  # PyTorch's opmath type: float for half
-    scale = (np.ones((), dtype=wide) / np.asarray(1.0 - p, dtype=wide)).astype(dtype)
-    out = attn_weights * keep * scale
+    with np.errstate(over="ignore"):  # float16 at p near 1: 1/(1 - p) is inf there, as in PyTorch
+        scale = (np.ones((), dtype=wide) / np.asarray(1.0 - p, dtype=wide)).astype(dtype)
+    # PyTorch's noise = keep / (1 - p): 0 where dropped (never 0 * inf = NaN), the scale where kept
+    out = attn_weights * np.where(keep, scale, np.zeros((), dtype=dtype))
     # A private copy: editing the caller's keep before backward cannot change the gradient.
     return out, (keep.copy(), scale)
 
 
 def dropout_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     """Returns (d_attn_weights,) through the same mask."""
-    # forward: out = attn_weights * keep / (1 - p)
+    # forward: out = attn_weights * keep / (1 - p)   (as noise = keep / (1 - p): 0 where dropped)
     keep, scale = cache
     if not _broadcasts_to(keep.shape, np.shape(d_out)):
         raise _shape_error(
             "dropout_backward", "the gradient must have the dropped weights' shape", d_out=d_out, keep=keep
         )
-    return (d_out * keep * np.asarray(scale, dtype=d_out.dtype),)
+    return (d_out * np.where(keep, np.asarray(scale, dtype=d_out.dtype), np.zeros((), dtype=d_out.dtype)),)
 
 
 # ----------------------------------------------------------------------------------------------
