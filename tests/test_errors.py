@@ -1423,7 +1423,7 @@ def debug_bad_inputs() -> list[BadInput]:
             "a directory instead of a file",
             lambda: load_attention("/:attention"),
             npattn.ConfigError,
-            "/ is a directory, expected a Python file",
+            "'/' is a directory, expected a Python file",
         ),
         (
             "check_attention(spec, x=x)",

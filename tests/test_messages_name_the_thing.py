@@ -43,3 +43,19 @@ def test_a_path_under_proc_says_npattn_writes_nothing_there(tmp_path, monkeypatc
     with pytest.raises(CheckpointError, match=r"it lies under /proc, where npattn writes nothing .* outside /proc"):
         npattn.save({"w": np.ones(2)}, "/proc/self/cwd/pc.npz")
     assert not (tmp_path / "pc.npz").exists()
+
+
+def test_a_numpy_string_is_saved_as_a_string(tmp_path):
+    path = str(tmp_path / "s.npz")
+    npattn.save({"name": np.str_("adam"), "names": [np.str_("a"), "b"]}, path)
+    loaded = npattn.load(path)
+    assert loaded == {"name": "adam", "names": ["a", "b"]} and type(loaded["name"]) is str
+
+
+def test_a_user_file_named_with_a_newline_is_quoted(tmp_path, monkeypatch, capsys):
+    from npattn.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a; b.py").write_text("def f(x, W_query, W_key, W_value):\n    return x\n")
+    assert main(["check", "a\nb.py:f"]) == 2
+    assert "no such file: 'a\\nb.py'" in capsys.readouterr().err

@@ -223,10 +223,10 @@ def load_attention(spec: str) -> UserAttention:
 def _import_file(path_text: str) -> ModuleType:
     path = Path(path_text)
     if path.is_dir():
-        raise ConfigError(f"{path_text} is a directory, expected a Python file (FILE.py:NAME)")
+        raise ConfigError(f"{path_text!r} is a directory, expected a Python file (FILE.py:NAME)")
     if not path.is_file():
         what = "no such file" if not path.exists() else "not a regular file (a device, a FIFO or a socket)"
-        raise ConfigError(f"{what}: {path_text}, expected a Python file (FILE.py:NAME)")
+        raise ConfigError(f"{what}: {path_text!r}, expected a Python file (FILE.py:NAME)")
     module_name = f"_npattn_user_{path.stem}_{uuid.uuid4().hex[:8]}"
     spec_obj = importlib.util.spec_from_file_location(module_name, path)
     if spec_obj is None or spec_obj.loader is None:

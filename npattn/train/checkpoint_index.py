@@ -67,6 +67,8 @@ def encode_tree(value: Any, keys: list[Any], arrays: dict[str, np.ndarray], acti
         raise CheckpointError(
             f"cannot save {where(keys)}: a masked array (its mask would be lost); save .data and .mask"
         )
+    if isinstance(value, np.str_):  # a str (np.str_ subclasses it): saved, and loaded, as a plain str
+        value = str(value)
     if isinstance(value, (np.ndarray, np.generic)):
         arr = np.asarray(value)
         if arr.dtype.kind not in "biuf":

@@ -65,7 +65,7 @@ def test_a_deleted_working_folder_is_one_line_and_exit_2(tmp_path):
 def test_a_device_as_the_user_file_is_named_as_one():
     from npattn.debug.usercode import load_attention
 
-    with pytest.raises(ConfigError, match=r"not a regular file .*: /dev/zero"):
+    with pytest.raises(ConfigError, match=r"not a regular file .*: '/dev/zero'"):
         load_attention("/dev/zero:f")
 
 

@@ -243,7 +243,7 @@ def test_x_is_checked_before_the_user_code_runs():
 
 def test_a_directory_is_named_as_one(tmp_path, capsys):
     assert main(["check", f"{tmp_path}:f"]) == 2
-    assert f"{tmp_path} is a directory, expected a Python file" in capsys.readouterr().err
+    assert f"'{tmp_path}' is a directory, expected a Python file" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("kind", ["complex", "strings"])

@@ -105,7 +105,7 @@ def test_the_books_weights_are_loaded_into_the_users_object(user_file):
 @pytest.mark.parametrize(
     "spec, message",
     [
-        ("missing.py:good", "no such file: missing.py"),
+        ("missing.py:good", "no such file: 'missing.py'"),
         ("{f}", "expected FILE.py:NAME"),
         ("{f}:nothing", "defines no 'nothing' (it defines: NeedsThreeArgs, NoWeights, NumpyAttention, WideAttention,"),
         ("{f}:NUMBER", "NUMBER is of type int: expected a class with W_query"),
