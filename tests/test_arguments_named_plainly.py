@@ -134,3 +134,21 @@ def test_torch_load_keywords_npattn_cannot_honour_are_config_errors(tmp_path, ke
     npattn.save({"a": np.zeros(2)}, path)
     with pytest.raises(ConfigError, match=message):
         npattn.load(path, **keywords)
+
+
+@pytest.mark.parametrize("n_directions", [10_001, 10**30])
+def test_n_directions_is_bounded(n_directions):
+    from npattn.nn import functional as F
+
+    model = npattn.SelfAttention_v1(3, 2, rng=1, dtype=np.float64)
+    with pytest.raises(ConfigError, match=r"n_directions must be at most 10000"):
+        npattn.gradcheck(model, np.ones((6, 3)), fast_mode=True, n_directions=n_directions)
+    with pytest.raises(ConfigError, match=r"n_directions must be at most 10000"):
+        npattn.gradcheck_stage(F.gelu_forward, F.gelu_backward, [np.ones((2, 2))], fast_mode=True,
+                               n_directions=n_directions)  # fmt: skip
+
+
+def test_dropout_takes_torchs_inplace_keyword():
+    assert npattn.Dropout(0.5, inplace=False).p == 0.5 and npattn.Dropout(0.5, False).p == 0.5
+    with pytest.raises(ConfigError, match=r"Dropout: inplace=True is not supported"):
+        npattn.Dropout(0.5, inplace=True)

@@ -49,6 +49,10 @@ def _precision_hint(out: Any) -> str:
     )
 
 
+MAX_DIRECTIONS = 10_000
+"""fast_mode's largest ``n_directions``: each is two forward passes and a random tensor of the input's size."""
+
+
 def _check_settings(eps: float, atol: float, rtol: float, n_directions: int, seed: int, **flags: bool) -> None:
     """Refuse settings under which a check could not fail (or could not pass)."""
     if not check_finite(eps, "eps") > 0:
@@ -59,7 +63,11 @@ def _check_settings(eps: float, atol: float, rtol: float, n_directions: int, see
         raise ConfigError(
             f"rtol must be below {DETECTS:g}, got {rtol:g}: with it a gradient off by 0.01% (x 1.0001) would pass"
         )
-    check_positive_int(n_directions, "n_directions")
+    if check_positive_int(n_directions, "n_directions") > MAX_DIRECTIONS:
+        raise ConfigError(
+            f"n_directions must be at most {MAX_DIRECTIONS} (each direction is two forward passes; for more, "
+            f"check every entry with fast_mode=False), got {n_directions}"
+        )
     check_nonnegative_int(seed, "seed")
     for name, value in flags.items():
         check_bool(value, name)

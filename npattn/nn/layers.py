@@ -84,7 +84,7 @@ class Linear(Module):
 
 
 class Dropout(Module):
-    """``nn.Dropout(p)``: inverted dropout, ``x * keep / (1 - p)`` in training mode, identity in eval
+    """``nn.Dropout(p, inplace=False)``: inverted dropout, ``x * keep / (1 - p)`` in training mode, identity in eval
     mode (and for p = 0). backward multiplies by the same mask.
 
     The keep mask (bool, True = kept, each element kept with probability 1 - p) is drawn from
@@ -101,7 +101,8 @@ class Dropout(Module):
     would use, so ``d.fixed_keep = d.keep_mask(shape)`` fixes a freshly drawn one.
 
     Raises:
-        ConfigError: p outside [0, 1) (also when assigned later: ``d.p = 'abc'``), a bad rng.
+        ConfigError: p outside [0, 1) (also when assigned later: ``d.p = 'abc'``), a bad rng,
+            ``inplace=True``.
         DTypeError: ``fixed_keep`` that is not a bool array.
         ShapeError: ``fixed_keep`` that does not broadcast to the input's shape.
         ConfigError: in training mode, a ``fixed_keep`` that drops anything while p = 0 (the kept
@@ -111,8 +112,13 @@ class Dropout(Module):
     _fixed_keep: np.ndarray | None
     _p: float
 
-    def __init__(self, p: float = 0.5, *, rng: RNGLike = None) -> None:
+    def __init__(self, p: float = 0.5, inplace: bool = False, *, rng: RNGLike = None) -> None:
         super().__init__()
+        if not (isinstance(inplace, (bool, np.bool_)) and not inplace):
+            raise ConfigError(
+                f"Dropout: inplace={inplace!r:.40} is not supported: npattn's forward returns a new array and "
+                "leaves its input as it is (backward needs nothing of it); leave inplace at False"
+            )
         self.p = p
         self.rng = resolve_rng(rng)
         self.fixed_keep = None

@@ -43,3 +43,16 @@ def test_values_the_dtype_holds_and_non_finite_ones_pass_as_before():
     with np.errstate(invalid="ignore"):
         out = model(np.array([[1.0, 2.0, np.inf], [0.5, 0.1, 0.2]]))  # already inf: NaN propagates as documented
     assert out.shape == (2, 4)
+
+
+def test_float16_dropout_near_p_1_gives_torchs_zeros_and_infs():
+    from npattn.nn import functional as F
+
+    x = np.full((3, 4), 0.25, dtype=np.float16)
+    keep = np.zeros((3, 4), dtype=bool)
+    keep[0, 0] = True
+    with np.errstate(over="raise", invalid="raise"):  # no warning: the scale's inf is PyTorch's too
+        out, cache = F.dropout_forward(x, keep, 0.99999)
+        (dx,) = F.dropout_backward(np.ones((3, 4), dtype=np.float16), cache)
+    assert out[0, 0] == np.inf and np.count_nonzero(out) == 1 and not np.isnan(out).any()
+    assert dx[0, 0] == np.inf and np.count_nonzero(dx) == 1 and not np.isnan(dx).any()
