@@ -230,6 +230,11 @@ def _with_output(
     return ref_stages, cand_stages
 
 
+def _same_but_unit_axes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Shapes that differ only by axes of length 1 (a single head's axis): the same values."""
+    return [d for d in a if d != 1] == [d for d in b if d != 1]
+
+
 def _float64_inputs(x: Any, weights: Mapping[str, Any] | None, implementations: tuple[Any, Any]) -> bool:
     """Whether both sides compute from float64 x and weights, so that their float64 stages are
     judged to float64's precision: the weights given, or npattn Modules whose parameters are all
@@ -299,7 +304,9 @@ def compare(
             stage_rtol = forward_rtol(None if rtol is None else given, atol, inputs_float64, a, b)  # unset: by dtype
             # max|ref| over the finite entries: masked -inf entries must not make every difference allowed
             allowed = allowed_error(a, atol, stage_rtol, f"compare, stage {name}")
-            if sa == sb:
+            if sa != sb and _same_but_unit_axes(sa, sb):  # (b, 6, 6) and (b, 1, 6, 6): one head's stage
+                b = b.reshape(sa)
+            if a.shape == b.shape:
                 a64, b64 = a.astype(np.float64), b.astype(np.float64)
                 with np.errstate(invalid="ignore"):  # -inf - -inf at masked entries: equal, not NaN
                     diff = np.where(a64 == b64, 0.0, np.abs(a64 - b64))
