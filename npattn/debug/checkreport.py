@@ -176,10 +176,11 @@ class CheckReport:
             forward = f"the forward is wrong ({', '.join(where)}: see there)"
         else:
             forward = "the forward is right" if self.diagnosis.correct else "the forward is wrong"
+        unchecked = "; its dropout not checked: see section 5" if "dropout: not checked" in self.dropout_note else ""
         if self.backward is None:
-            return f"{'PASSED' if self.passed else 'FAILED'}: {forward} (no backward to check)"
+            return f"{'PASSED' if self.passed else 'FAILED'}: {forward} (no backward to check{unchecked})"
         if self.passed:
-            return "PASSED: the forward and the backward are right"
+            return f"PASSED: the forward and the backward are right{unchecked}"
         checks = [c for c in (self.backward, self.dropout) if c is not None]
         if any((c.error and not c.forward_wrong) or (c.rows and not c.consistent) for c in checks):
             backward = "the backward is wrong"
