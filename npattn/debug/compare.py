@@ -304,8 +304,8 @@ def compare(
             stage_rtol = forward_rtol(None if rtol is None else given, atol, inputs_float64, a, b)  # unset: by dtype
             # max|ref| over the finite entries: masked -inf entries must not make every difference allowed
             allowed = allowed_error(a, atol, stage_rtol, f"compare, stage {name}")
-            if sa != sb and _same_but_unit_axes(sa, sb):  # (b, 6, 6) and (b, 1, 6, 6): one head's stage
-                b = b.reshape(sa)
+            if a.shape != b.shape and _same_but_unit_axes(a.shape, b.shape):  # (b, 6, 6), (b, 1, 6, 6): one head
+                b = b.reshape(a.shape)
             if a.shape == b.shape:
                 a64, b64 = a.astype(np.float64), b.astype(np.float64)
                 with np.errstate(invalid="ignore"):  # -inf - -inf at masked entries: equal, not NaN

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool, check_positive_int
+from npattn._checks import as_array, check_bool, check_positive_int, finite_float
 from npattn.errors import ConfigError, ShapeError
 from npattn.kernels.blocks import splits_slabs
 from npattn.kernels.fused import fused_backward, fused_forward
@@ -175,8 +175,15 @@ def attention(
     block_q: int | None = None,
     block_k: int | None = None,
     copy: bool = True,
+    is_causal: bool | None = None,
+    attn_mask: Any = None,
+    scale: float | None = None,
 ) -> tuple[np.ndarray, tuple]:
     """Stages 2 to 5: (..., n, k), (..., m, k), (..., m, kv) -> (context_vec (..., n, kv), cache).
+
+    PyTorch's ``scaled_dot_product_attention`` names: ``is_causal`` is ``causal``; ``scale``
+    is accepted at the book's 1/sqrt(k) only; ``attn_mask`` is refused (its True means "attend",
+    npattn's ``mask`` True means "masked": pass ``mask=~attn_mask``).
 
     ``mask`` (an explicit (n, m) bool mask, True = masked), ``dropout_keep`` and ``dropout_p`` are
     ``functional.attention_forward``'s and force the reference path (for the book's causal mask,
@@ -195,6 +202,8 @@ def attention(
             axes; the reference path broadcasts); k = 0 (the scale 1/sqrt(k) is undefined); a
             ``mask`` or ``dropout_keep`` that is not a bool array.
     """
+    if is_causal is not None or attn_mask is not None or scale is not None:
+        causal = _torch_names(causal, is_causal, attn_mask, scale, np.shape(queries)[-1:])
     if causal is not False and causal is not True:
         causal = check_bool(causal, "causal")
     arrays = [queries, keys, values]
@@ -274,6 +283,27 @@ def _check_options(
     if block_k is not None:
         check_positive_int(block_k, "block_k")
     return mask, dropout_keep
+
+
+def _torch_names(causal: Any, is_causal: Any, attn_mask: Any, scale: Any, head_dim: tuple[int, ...]) -> Any:
+    """``causal`` from PyTorch's SDPA keywords (see ``attention``)."""
+    if attn_mask is not None:
+        raise ConfigError(
+            "attention: attn_mask is PyTorch's mask, whose True means 'attend'; npattn's mask= is True where a score "
+            "is masked: pass mask=~attn_mask (or causal=True for the causal mask)"
+        )
+    if scale is not None and head_dim:
+        book = 1.0 / math.sqrt(head_dim[0]) if head_dim[0] else math.inf
+        if finite_float(scale) is None or not math.isclose(float(scale), book, rel_tol=1e-12, abs_tol=0.0):
+            raise ConfigError(
+                f"attention: scale={scale!r:.40} is not supported: npattn scales the scores by 1/sqrt(k) = {book:.6g} "
+                "(the book's); to scale by s, multiply the queries by s * sqrt(k)"
+            )
+    if is_causal is not None:
+        if causal is not False:
+            raise ConfigError("attention: give causal= or PyTorch's is_causal=, not both")
+        return check_bool(is_causal, "is_causal")
+    return causal
 
 
 def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
