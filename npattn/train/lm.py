@@ -43,7 +43,7 @@ from npattn.train.generate import check_vocab_settings, generate
 from npattn.train.lm_continue import check_continues, check_tokens_fit
 from npattn.train.lm_history import LMHistory, progress_line
 from npattn.train.lm_history import differences as differences
-from npattn.train.loop import check_callback, check_finite, check_optimizer_of, check_updated
+from npattn.train.loop import check_callback, check_finite, check_optimizer_of, check_updated, check_weights_finite
 from npattn.train.text import DataLoader, GPTDatasetV1, check_tokenizer, largest_stride
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
 
@@ -259,6 +259,46 @@ def _check_sampling(model: Any, tokenizer: Tokenizer, start_context: Any, sample
             raise ConfigError(f"train_lm: {exc}") from None
 
 
+def model_vocab(model: Any) -> tuple[int | None, int | None]:
+    """The rows of the model's token embedding (the input ids it reads) and of its output head (the
+    targets it scores), None where the model has none (a model of one's own)."""
+    rows = []
+    for layer in ("tok_emb", "out_head"):
+        weight = getattr(getattr(model, layer, None), "weight", None)
+        shape = getattr(weight, "shape", None)
+        rows.append(int(shape[0]) if shape else None)
+    return rows[0], rows[1]
+
+
+def _check_vocab_fits(model: Any, tokenizer: Tokenizer) -> None:
+    """The tokenizer's ids fit the model's vocabulary (checked before the first step: a larger
+    tokenizer would fail mid-run, after many updates changed the weights)."""
+    vocab = getattr(tokenizer, "vocab_size", None)
+    for rows, layer in zip(model_vocab(model), ("tok_emb", "out_head")):
+        if isinstance(vocab, int) and rows is not None and vocab > rows:
+            raise ConfigError(
+                f"train_lm: the tokenizer has vocab_size {vocab}, but the model's {layer} has {rows} rows (its "
+                f"vocab_size); token ids up to {vocab - 1} would not fit: build the model with vocab_size >= {vocab}"
+            )
+
+
+def _check_batch_ids(model: Any, input_batch: Any, target_batch: Any, step: int) -> None:
+    """The batch's ids lie in the model's vocabulary, checked before its forward (a loader over other
+    ids). Raises ConfigError naming the step, the id and the vocabulary; the weights are untouched."""
+    for ids, rows, name in zip((input_batch, target_batch), model_vocab(model), ("input", "target")):
+        values = np.asarray(ids)
+        if rows is None or values.size == 0 or values.dtype.kind not in "iu":
+            continue  # other dtypes are refused by the forward, before any update
+        low, high = int(values.min()), int(values.max())
+        if low < 0 or high >= rows:
+            bad = low if low < 0 else high
+            raise ConfigError(
+                f"train_lm: step {step}'s {name} batch holds token id {bad}, outside the model's vocabulary "
+                f"[0, {rows}); the weights were not changed by step {step} (they hold the values after step "
+                f"{step - 1}): the loader must give ids of the tokenizer the model was built for"
+            )
+
+
 @book_device(4)
 def train_lm(
     model: Any,
@@ -291,7 +331,9 @@ def train_lm(
     Raises:
         ConfigError: an argument out of range, an optimizer that updates parameters of another
             model, or an empty training or validation loader (the text is shorter
-            than one context window plus one token, or than one batch with drop_last).
+            than one context window plus one token, or than one batch with drop_last), a tokenizer
+            of more ids than the model's vocabulary, a weight NaN or inf (before the first step);
+            a batch with an id outside the model's vocabulary (before that step's forward).
         TrainingError: the loss or a gradient became NaN or inf (the weights were not updated).
     """
     check_out(out)
@@ -301,6 +343,9 @@ def train_lm(
     check_callback(on_step, "on_step", "history")
     eval_before = check_bool(eval_before, "eval_before")
     _check_sampling(model, tokenizer, start_context, sample_tokens, sampling)
+    _check_vocab_fits(model, tokenizer)
+    if isinstance(model, Module):
+        check_weights_finite(model, "train_lm")
     num_epochs = check_nonnegative_int(num_epochs, "num_epochs")
     eval_freq = check_positive_int(eval_freq, "eval_freq")
     eval_iter = check_positive_int(eval_iter, "eval_iter")
@@ -353,6 +398,7 @@ def train_lm(
             raise_if_pressed()  # a Ctrl-C the command line's handler could not deliver (npattn._interrupts)
             started = time.perf_counter()
             optimizer.zero_grad()
+            _check_batch_ids(model, input_batch, target_batch, history.global_step + 1)
             loss = calc_loss_batch(input_batch, target_batch, model)
             loss.backward()
             check_finite(model, loss.item(), history.global_step + 1)

@@ -286,6 +286,19 @@ def check_updated(model: Module, step: int) -> None:
             )
 
 
+def check_weights_finite(model: Module, where: str) -> None:
+    """Refuse a model whose weights hold NaN or inf before the first step (training on them would
+    move every weight, then blame the update). Raises ConfigError naming the parameter and the count."""
+    for name, p in model.named_parameters():
+        bad = p.data.size - int(np.count_nonzero(np.isfinite(p.data)))
+        if bad:
+            entries = "1 entry" if bad == 1 else f"{bad} entries"
+            raise ConfigError(
+                f"{where}: {entries} of {name} (of {p.data.size}) are NaN or inf before the first step; nothing "
+                "was trained: load or initialize finite weights"
+            )
+
+
 def fit(
     model: Module,
     optimizer: Optimizer,
@@ -310,7 +323,8 @@ def fit(
             ``batches`` that is not a function, a ``criterion`` without ``backward`` or with
             ``reduction="none"``, an optimizer with a parameter that is not the model's, a
             ``history`` that is not this model's record of ``start_step`` steps (its loss count,
-            log steps, parameter shapes, or its last logged weights differ).
+            log steps, parameter shapes, or its last logged weights differ), a weight that is NaN or
+            inf before the first step (nothing is trained).
         TrainingError: the loss or a gradient became NaN or inf (the weights keep their last
             finite values; nothing after the failing step runs).
     """
@@ -342,6 +356,7 @@ def fit(
         history = History.begin(model)
     else:
         _check_given_history(history, model, start_step, criterion)
+    check_weights_finite(model, "fit")
     optimizer.zero_grad()
     for step in range(start_step, steps):
         raise_if_pressed()  # a Ctrl-C the command line's handler could not deliver (npattn._interrupts)
