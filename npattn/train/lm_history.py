@@ -55,7 +55,7 @@ class LMHistory:
 
         Raises:
             CheckpointError: a missing or extra entry, or one of the wrong type or out of range
-                (the message names it).
+                (the message names it), eval_steps, track_tokens_seen or the samples' steps decreasing.
         """
         names = [f.name for f in dataclasses.fields(cls)]
         if not isinstance(state, dict):
@@ -110,6 +110,16 @@ class LMHistory:
                 "history.train_losses, val_losses, track_tokens_seen and eval_steps must have one entry per "
                 f"evaluation, got lengths {sorted(lengths)}"
             )
+        sample_steps = [step for step, _ in history.samples]
+        for key, values in (("eval_steps", history.eval_steps), ("track_tokens_seen", history.track_tokens_seen),
+                            ("samples' steps", sample_steps)):
+            drops = [i for i in range(1, len(values)) if values[i] < values[i - 1]]
+            if drops:
+                i = drops[0]
+                raise CheckpointError(
+                    f"history.{key} must not decrease (they are recorded as the run goes on), got {values[i - 1]} "
+                    f"then {values[i]} at index {i}"
+                )
         return history
 
     def check_counts(self, steps_per_epoch: int, tokens_per_batch: int) -> None:
