@@ -166,6 +166,18 @@ def evaluate_model(model: Any, train_loader: Any, val_loader: Any, eval_iter: in
     return train_loss, val_loss
 
 
+class _Stdout:
+    """The default of ``out=``: ``sys.stdout`` as it is when the call runs (so a
+    ``contextlib.redirect_stdout`` in effect then is honoured), not the one bound at import."""
+
+    def __repr__(self) -> str:
+        return "sys.stdout"
+
+
+STDOUT: Any = _Stdout()
+"""``out=STDOUT`` prints to the ``sys.stdout`` of the moment of the call; ``out=None`` prints nothing."""
+
+
 @book_device(2, before="start_context")
 def generate_and_print_sample(
     model: Any,
@@ -173,12 +185,14 @@ def generate_and_print_sample(
     start_context: str,
     *,
     max_new_tokens: int = 50,
-    out: TextIO | None = sys.stdout,
+    out: TextIO | None = STDOUT,
     **sampling: Any,
 ) -> str:
     """The book's sample: ``start_context`` continued by ``max_new_tokens`` greedy tokens (or with
     ``temperature``/``top_k``/``rng`` passed on to ``generate``), printed on one line (newlines,
-    tabs and other unprintable characters shown as spaces); returns the text as generated."""
+    tabs and other unprintable characters shown as spaces) to ``out`` (the ``sys.stdout`` of the
+    call by default; None prints nothing); returns the text as generated."""
+    out = sys.stdout if out is STDOUT else out
     model.eval()
     context_size = model.pos_emb.weight.shape[0]
     encoded = text_to_token_ids(start_context, tokenizer)
@@ -190,12 +204,15 @@ def generate_and_print_sample(
     return decoded_text
 
 
-def check_out(out: Any) -> None:
+def check_out(out: Any) -> TextIO | None:
     """``out`` (where a run prints) is a text stream or None (not a binary one, which print cannot
-    write to). Raises ConfigError naming its type."""
+    write to); returns it, ``STDOUT`` as the ``sys.stdout`` of this moment. Raises ConfigError
+    naming its type."""
+    out = sys.stdout if out is STDOUT else out
     binary = isinstance(out, (io.RawIOBase, io.BufferedIOBase))
     if out is not None and (binary or isinstance(out, type) or not callable(getattr(out, "write", None))):
         raise ConfigError(f"out must be a text stream (with write) or None, got {type(out).__name__}")
+    return out
 
 
 def _check_gives_batches(loader: Any, what: str, name: str) -> None:
@@ -313,7 +330,7 @@ def train_lm(
     *,
     max_steps: int | None = None,
     history: LMHistory | None = None,
-    out: TextIO | None = sys.stdout,
+    out: TextIO | None = STDOUT,
     sample_tokens: int = 50,
     eval_before: bool = False,
     on_step: Callable[[LMHistory], None] | None = None,
@@ -336,7 +353,7 @@ def train_lm(
             a batch with an id outside the model's vocabulary (before that step's forward).
         TrainingError: the loss or a gradient became NaN or inf (the weights were not updated).
     """
-    check_out(out)
+    out = check_out(out)
     tokenizer = check_tokenizer(tokenizer)
     if isinstance(model, Module):
         check_optimizer_of(model, optimizer, "train_lm")
