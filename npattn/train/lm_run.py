@@ -119,6 +119,10 @@ class LMSettings:
             )
         if self.vocab_size is not None and self.tokenizer != "bpe":
             raise ConfigError(f"vocab_size (--vocab-size) applies to the bpe tokenizer only, not {self.tokenizer}")
+        if self.vocab_size is not None and self.vocab_size < 256:  # checked before the text is read
+            raise ConfigError(
+                f"vocab_size (--vocab-size) of a byte-level BPE must be at least 256 (the bytes), got {self.vocab_size}"
+            )
         if self.dtype not in ("float32", "float64"):
             raise ConfigError(f"dtype (--dtype) must be float32 or float64, got {self.dtype!r}")
         if self.emb_dim % self.n_heads:
