@@ -40,7 +40,7 @@ from npattn.nn.module import Module
 from npattn.optim import Optimizer
 from npattn.train.book_device import book_device
 from npattn.train.generate import check_vocab_settings, generate
-from npattn.train.lm_continue import check_continues, check_step_count, check_tokens_fit
+from npattn.train.lm_continue import check_continues, check_same_order, check_step_count, check_tokens_fit
 from npattn.train.lm_history import LMHistory, progress_line
 from npattn.train.lm_history import differences as differences
 from npattn.train.loop import check_callback, check_finite, check_optimizer_of, check_updated, check_weights_finite
@@ -381,6 +381,10 @@ def train_lm(
             f"train_loader of type {type(train_loader).__name__}"
         )
     check_step_count(history, len(train_loader), "train_lm")
+    check_same_order(history, train_loader, "train_lm")
+    npattn_loader = isinstance(train_loader, DataLoader)  # the order its epochs give: recorded for a continuation
+    history.loader_shuffle = train_loader.shuffle if npattn_loader else None
+    history.loader_seed = train_loader.seed if npattn_loader else None
 
     def evaluate(epoch: int) -> None:
         train_loss, val_loss = evaluate_model(model, train_loader, val_loader, eval_iter)

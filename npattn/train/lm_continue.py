@@ -7,7 +7,7 @@ from typing import Any
 
 from npattn.errors import CheckpointError, ConfigError
 
-__all__ = ["check_continues", "check_step_count", "check_tokens_fit"]
+__all__ = ["check_continues", "check_same_order", "check_step_count", "check_tokens_fit"]
 
 
 def check_continues(
@@ -95,4 +95,25 @@ def check_step_count(history: Any, steps_per_epoch: int, where: str) -> None:
         raise ConfigError(
             f"{where}: history.epoch {history.epoch} and history.batch 0 place the run after {least}; "
             f"history.global_step {history.global_step} counts {done} (a history edited)"
+        )
+
+
+def check_same_order(history: Any, loader: Any, where: str) -> None:
+    """Inside an epoch, the loader goes on in the order the history's batches were drawn in: the
+    ``shuffle`` and (when shuffled) the ``seed`` the history recorded of npattn's DataLoader. A
+    history that recorded none (another loader, or saved before they were recorded) is not checked.
+
+    Raises:
+        ConfigError: naming the recorded and the given shuffle and seed.
+    """
+    if history.batch == 0 or history.loader_shuffle is None or not hasattr(loader, "batches"):
+        return  # at an epoch's start any loader may go on
+    shuffle, seed = getattr(loader, "shuffle", None), getattr(loader, "seed", None)
+    same = shuffle == history.loader_shuffle and (not shuffle or seed == history.loader_seed)
+    if not same:
+        raise ConfigError(
+            f"{where}: the history stands at batch {history.batch} inside epoch {history.epoch} of a loader with "
+            f"shuffle={history.loader_shuffle}, seed={history.loader_seed}, but this train_loader has "
+            f"shuffle={shuffle}, seed={seed}: its epoch's batches come in another order, so going on inside the "
+            "epoch would repeat some windows and skip others; continue with the loader the history was made with"
         )
