@@ -40,10 +40,10 @@ from npattn.nn.module import Module
 from npattn.optim import Optimizer
 from npattn.train.book_device import book_device
 from npattn.train.generate import check_vocab_settings, generate
-from npattn.train.lm_continue import check_continues, check_tokens_fit
+from npattn.train.lm_continue import check_continues, check_same_order, check_step_count, check_tokens_fit
 from npattn.train.lm_history import LMHistory, progress_line
 from npattn.train.lm_history import differences as differences
-from npattn.train.loop import check_callback, check_finite, check_optimizer_of, check_updated
+from npattn.train.loop import check_callback, check_finite, check_optimizer_of, check_updated, check_weights_finite
 from npattn.train.text import DataLoader, GPTDatasetV1, check_tokenizer, largest_stride
 from npattn.train.tokenizers import Tokenizer, text_to_token_ids, token_ids_to_text
 
@@ -166,6 +166,18 @@ def evaluate_model(model: Any, train_loader: Any, val_loader: Any, eval_iter: in
     return train_loss, val_loss
 
 
+class _Stdout:
+    """The default of ``out=``: ``sys.stdout`` as it is when the call runs (so a
+    ``contextlib.redirect_stdout`` in effect then is honoured), not the one bound at import."""
+
+    def __repr__(self) -> str:
+        return "sys.stdout"
+
+
+STDOUT: Any = _Stdout()
+"""``out=STDOUT`` prints to the ``sys.stdout`` of the moment of the call; ``out=None`` prints nothing."""
+
+
 @book_device(2, before="start_context")
 def generate_and_print_sample(
     model: Any,
@@ -173,12 +185,14 @@ def generate_and_print_sample(
     start_context: str,
     *,
     max_new_tokens: int = 50,
-    out: TextIO | None = sys.stdout,
+    out: TextIO | None = STDOUT,
     **sampling: Any,
 ) -> str:
     """The book's sample: ``start_context`` continued by ``max_new_tokens`` greedy tokens (or with
     ``temperature``/``top_k``/``rng`` passed on to ``generate``), printed on one line (newlines,
-    tabs and other unprintable characters shown as spaces); returns the text as generated."""
+    tabs and other unprintable characters shown as spaces) to ``out`` (the ``sys.stdout`` of the
+    call by default; None prints nothing); returns the text as generated."""
+    out = sys.stdout if out is STDOUT else out
     model.eval()
     context_size = model.pos_emb.weight.shape[0]
     encoded = text_to_token_ids(start_context, tokenizer)
@@ -190,12 +204,15 @@ def generate_and_print_sample(
     return decoded_text
 
 
-def check_out(out: Any) -> None:
+def check_out(out: Any) -> TextIO | None:
     """``out`` (where a run prints) is a text stream or None (not a binary one, which print cannot
-    write to). Raises ConfigError naming its type."""
+    write to); returns it, ``STDOUT`` as the ``sys.stdout`` of this moment. Raises ConfigError
+    naming its type."""
+    out = sys.stdout if out is STDOUT else out
     binary = isinstance(out, (io.RawIOBase, io.BufferedIOBase))
     if out is not None and (binary or isinstance(out, type) or not callable(getattr(out, "write", None))):
         raise ConfigError(f"out must be a text stream (with write) or None, got {type(out).__name__}")
+    return out
 
 
 def _check_gives_batches(loader: Any, what: str, name: str) -> None:
@@ -259,6 +276,46 @@ def _check_sampling(model: Any, tokenizer: Tokenizer, start_context: Any, sample
             raise ConfigError(f"train_lm: {exc}") from None
 
 
+def model_vocab(model: Any) -> tuple[int | None, int | None]:
+    """The rows of the model's token embedding (the input ids it reads) and of its output head (the
+    targets it scores), None where the model has none (a model of one's own)."""
+    rows = []
+    for layer in ("tok_emb", "out_head"):
+        weight = getattr(getattr(model, layer, None), "weight", None)
+        shape = getattr(weight, "shape", None)
+        rows.append(int(shape[0]) if shape else None)
+    return rows[0], rows[1]
+
+
+def _check_vocab_fits(model: Any, tokenizer: Tokenizer) -> None:
+    """The tokenizer's ids fit the model's vocabulary (checked before the first step: a larger
+    tokenizer would fail mid-run, after many updates changed the weights)."""
+    vocab = getattr(tokenizer, "vocab_size", None)
+    for rows, layer in zip(model_vocab(model), ("tok_emb", "out_head")):
+        if isinstance(vocab, int) and rows is not None and vocab > rows:
+            raise ConfigError(
+                f"train_lm: the tokenizer has vocab_size {vocab}, but the model's {layer} has {rows} rows (its "
+                f"vocab_size); token ids up to {vocab - 1} would not fit: build the model with vocab_size >= {vocab}"
+            )
+
+
+def _check_batch_ids(model: Any, input_batch: Any, target_batch: Any, step: int) -> None:
+    """The batch's ids lie in the model's vocabulary, checked before its forward (a loader over other
+    ids). Raises ConfigError naming the step, the id and the vocabulary; the weights are untouched."""
+    for ids, rows, name in zip((input_batch, target_batch), model_vocab(model), ("input", "target")):
+        values = np.asarray(ids)
+        if rows is None or values.size == 0 or values.dtype.kind not in "iu":
+            continue  # other dtypes are refused by the forward, before any update
+        low, high = int(values.min()), int(values.max())
+        if low < 0 or high >= rows:
+            bad = low if low < 0 else high
+            raise ConfigError(
+                f"train_lm: step {step}'s {name} batch holds token id {bad}, outside the model's vocabulary "
+                f"[0, {rows}); the weights were not changed by step {step} (they hold the values after step "
+                f"{step - 1}): the loader must give ids of the tokenizer the model was built for"
+            )
+
+
 @book_device(4)
 def train_lm(
     model: Any,
@@ -273,7 +330,7 @@ def train_lm(
     *,
     max_steps: int | None = None,
     history: LMHistory | None = None,
-    out: TextIO | None = sys.stdout,
+    out: TextIO | None = STDOUT,
     sample_tokens: int = 50,
     eval_before: bool = False,
     on_step: Callable[[LMHistory], None] | None = None,
@@ -291,16 +348,21 @@ def train_lm(
     Raises:
         ConfigError: an argument out of range, an optimizer that updates parameters of another
             model, or an empty training or validation loader (the text is shorter
-            than one context window plus one token, or than one batch with drop_last).
+            than one context window plus one token, or than one batch with drop_last), a tokenizer
+            of more ids than the model's vocabulary, a weight NaN or inf (before the first step);
+            a batch with an id outside the model's vocabulary (before that step's forward).
         TrainingError: the loss or a gradient became NaN or inf (the weights were not updated).
     """
-    check_out(out)
+    out = check_out(out)
     tokenizer = check_tokenizer(tokenizer)
     if isinstance(model, Module):
         check_optimizer_of(model, optimizer, "train_lm")
     check_callback(on_step, "on_step", "history")
     eval_before = check_bool(eval_before, "eval_before")
     _check_sampling(model, tokenizer, start_context, sample_tokens, sampling)
+    _check_vocab_fits(model, tokenizer)
+    if isinstance(model, Module):
+        check_weights_finite(model, "train_lm")
     num_epochs = check_nonnegative_int(num_epochs, "num_epochs")
     eval_freq = check_positive_int(eval_freq, "eval_freq")
     eval_iter = check_positive_int(eval_iter, "eval_iter")
@@ -318,6 +380,11 @@ def train_lm(
             f"an epoch needs npattn's DataLoader (its batches of an epoch are always the same), got "
             f"train_loader of type {type(train_loader).__name__}"
         )
+    check_step_count(history, len(train_loader), "train_lm")
+    check_same_order(history, train_loader, "train_lm")
+    npattn_loader = isinstance(train_loader, DataLoader)  # the order its epochs give: recorded for a continuation
+    history.loader_shuffle = train_loader.shuffle if npattn_loader else None
+    history.loader_seed = train_loader.seed if npattn_loader else None
 
     def evaluate(epoch: int) -> None:
         train_loss, val_loss = evaluate_model(model, train_loader, val_loader, eval_iter)
@@ -353,6 +420,7 @@ def train_lm(
             raise_if_pressed()  # a Ctrl-C the command line's handler could not deliver (npattn._interrupts)
             started = time.perf_counter()
             optimizer.zero_grad()
+            _check_batch_ids(model, input_batch, target_batch, history.global_step + 1)
             loss = calc_loss_batch(input_batch, target_batch, model)
             loss.backward()
             check_finite(model, loss.item(), history.global_step + 1)

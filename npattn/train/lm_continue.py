@@ -7,7 +7,7 @@ from typing import Any
 
 from npattn.errors import CheckpointError, ConfigError
 
-__all__ = ["check_continues", "check_tokens_fit"]
+__all__ = ["check_continues", "check_same_order", "check_step_count", "check_tokens_fit"]
 
 
 def check_continues(
@@ -68,4 +68,52 @@ def check_tokens_fit(history: Any, loader: Any, where: str) -> None:
             f"{history.tokens_seen} tokens counted, but this train_loader gives {expected} tokens there ({n} windows "
             f"of {length} tokens per epoch, in batches of {b}); going on inside an epoch needs the loader the "
             "history was made with (the same text, stride, batch size and context length)"
+        )
+
+
+def check_step_count(history: Any, steps_per_epoch: int, where: str) -> None:
+    """``history.global_step`` agrees with where the history stands: inside an epoch (the loader the
+    history was made with goes on) ``epoch * steps_per_epoch + batch`` steps were taken, the count
+    ``global_step + 1`` gives (as ``check_counts`` checks a resumed checkpoint); at an epoch's start,
+    where any loader may go on, at least one step per epoch done. A count that disagrees would make
+    ``max_steps`` stop the run after another number of updates than it says.
+
+    Raises:
+        ConfigError: naming the counters, the expected and the actual count.
+    """
+    done = history.global_step + 1
+    if history.batch:
+        at = history.epoch * steps_per_epoch + history.batch
+        if at != done:
+            raise ConfigError(
+                f"{where}: history.epoch {history.epoch} and history.batch {history.batch} place the run after {at} "
+                f"steps ({steps_per_epoch} batches per epoch of this train_loader); expected {done}, the count "
+                f"history.global_step {history.global_step} gives (a history edited, or made with another loader)"
+            )
+    elif done < history.epoch or (history.epoch == 0 and done != 0):
+        least = "no step (epoch 0, batch 0)" if history.epoch == 0 else f"at least {history.epoch} steps"
+        raise ConfigError(
+            f"{where}: history.epoch {history.epoch} and history.batch 0 place the run after {least}; "
+            f"history.global_step {history.global_step} counts {done} (a history edited)"
+        )
+
+
+def check_same_order(history: Any, loader: Any, where: str) -> None:
+    """Inside an epoch, the loader goes on in the order the history's batches were drawn in: the
+    ``shuffle`` and (when shuffled) the ``seed`` the history recorded of npattn's DataLoader. A
+    history that recorded none (another loader, or saved before they were recorded) is not checked.
+
+    Raises:
+        ConfigError: naming the recorded and the given shuffle and seed.
+    """
+    if history.batch == 0 or history.loader_shuffle is None or not hasattr(loader, "batches"):
+        return  # at an epoch's start any loader may go on
+    shuffle, seed = getattr(loader, "shuffle", None), getattr(loader, "seed", None)
+    same = shuffle == history.loader_shuffle and (not shuffle or seed == history.loader_seed)
+    if not same:
+        raise ConfigError(
+            f"{where}: the history stands at batch {history.batch} inside epoch {history.epoch} of a loader with "
+            f"shuffle={history.loader_shuffle}, seed={history.loader_seed}, but this train_loader has "
+            f"shuffle={shuffle}, seed={seed}: its epoch's batches come in another order, so going on inside the "
+            "epoch would repeat some windows and skip others; continue with the loader the history was made with"
         )

@@ -21,7 +21,9 @@ class LMHistory:
     """What ``train_lm`` did: at each evaluation (after ``eval_steps[i] + 1`` updates, the book's
     global_step), ``train_losses[i]``, ``val_losses[i]`` and ``track_tokens_seen[i]``; the samples
     generated after each epoch as (global_step, text); where the run stands (``global_step``,
-    ``epoch`` and ``batch``, the next batch of that epoch; ``tokens_seen``; ``seconds`` of training)."""
+    ``epoch`` and ``batch``, the next batch of that epoch; ``tokens_seen``; ``seconds`` of training);
+    the ``shuffle`` and ``seed`` of the npattn DataLoader the run last trained on (``loader_shuffle``,
+    ``loader_seed``; None for another loader, or a history saved before they were recorded)."""
 
     train_losses: list[float] = field(default_factory=list)
     val_losses: list[float] = field(default_factory=list)
@@ -33,6 +35,8 @@ class LMHistory:
     batch: int = 0
     tokens_seen: int = 0
     seconds: float = 0.0
+    loader_shuffle: bool | None = None
+    loader_seed: int | None = None
 
     def state_dict(self) -> dict[str, Any]:
         """Plain lists and numbers (for checkpoints)."""
@@ -47,6 +51,8 @@ class LMHistory:
             "batch": self.batch,
             "tokens_seen": self.tokens_seen,
             "seconds": self.seconds,
+            "loader_shuffle": self.loader_shuffle,
+            "loader_seed": self.loader_seed,
         }
 
     @classmethod
@@ -55,12 +61,14 @@ class LMHistory:
 
         Raises:
             CheckpointError: a missing or extra entry, or one of the wrong type or out of range
-                (the message names it).
+                (the message names it), eval_steps, track_tokens_seen or the samples' steps decreasing.
         """
         names = [f.name for f in dataclasses.fields(cls)]
         if not isinstance(state, dict):
             raise CheckpointError(f"the history must be a dict of {names}, got {type(state).__name__}")
-        missing, extra = [k for k in names if k not in state], sorted(str(k) for k in state if k not in names)
+        optional = ("loader_shuffle", "loader_seed")  # absent from histories saved before they were recorded
+        missing = [k for k in names if k not in state and k not in optional]
+        extra = sorted(str(k) for k in state if k not in names)
         if missing or extra:
             raise CheckpointError(f"the history's entries differ from {names}: {differences(missing, extra)}")
 
@@ -104,12 +112,27 @@ class LMHistory:
             tokens_seen=number("tokens_seen", state["tokens_seen"], int, 0),
             seconds=number("seconds", state["seconds"], float, 0),
         )
+        shuffle, seed = state.get("loader_shuffle"), state.get("loader_seed")
+        if shuffle is not None and not isinstance(shuffle, (bool, np.bool_)):
+            raise CheckpointError(f"history.loader_shuffle must be True, False or None, got {shuffle!r}")
+        history.loader_shuffle = None if shuffle is None else bool(shuffle)
+        history.loader_seed = None if seed is None else number("loader_seed", seed, int, 0)
         lengths = {len(getattr(history, k)) for k in ("train_losses", "val_losses", "track_tokens_seen", "eval_steps")}
         if len(lengths) != 1:
             raise CheckpointError(
                 "history.train_losses, val_losses, track_tokens_seen and eval_steps must have one entry per "
                 f"evaluation, got lengths {sorted(lengths)}"
             )
+        sample_steps = [step for step, _ in history.samples]
+        for key, values in (("eval_steps", history.eval_steps), ("track_tokens_seen", history.track_tokens_seen),
+                            ("samples' steps", sample_steps)):
+            drops = [i for i in range(1, len(values)) if values[i] < values[i - 1]]
+            if drops:
+                i = drops[0]
+                raise CheckpointError(
+                    f"history.{key} must not decrease (they are recorded as the run goes on), got {values[i - 1]} "
+                    f"then {values[i]} at index {i}"
+                )
         return history
 
     def check_counts(self, steps_per_epoch: int, tokens_per_batch: int) -> None:

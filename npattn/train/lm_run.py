@@ -15,7 +15,6 @@ import hashlib
 import json
 import math
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -36,7 +35,7 @@ from npattn.optim import AdamW
 from npattn.optim.checks import as_number
 from npattn.train import atomic, checkpoint, digest
 from npattn.train.figures import check_plot_target
-from npattn.train.lm import LMHistory, check_out, differences, train_lm
+from npattn.train.lm import STDOUT, LMHistory, check_out, differences, train_lm
 from npattn.train.lm_continue import check_continues
 from npattn.train.lm_report import plot_losses, print_header
 from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
@@ -120,6 +119,10 @@ class LMSettings:
             )
         if self.vocab_size is not None and self.tokenizer != "bpe":
             raise ConfigError(f"vocab_size (--vocab-size) applies to the bpe tokenizer only, not {self.tokenizer}")
+        if self.vocab_size is not None and self.vocab_size < 256:  # checked before the text is read
+            raise ConfigError(
+                f"vocab_size (--vocab-size) of a byte-level BPE must be at least 256 (the bytes), got {self.vocab_size}"
+            )
         if self.dtype not in ("float32", "float64"):
             raise ConfigError(f"dtype (--dtype) must be float32 or float64, got {self.dtype!r}")
         if self.emb_dim % self.n_heads:
@@ -315,7 +318,7 @@ def run_lm(
     save_every: int = 0,
     resume: str | os.PathLike[str] | None = None,
     plot: str | None = None,
-    out: TextIO | None = sys.stdout,
+    out: TextIO | None = STDOUT,
 ) -> tuple[GPTModel, Tokenizer, LMHistory]:
     """Train a GPT on text with the settings ``given`` (``LMSettings`` fields; the rest default);
     print the run, a progress line per evaluation and the samples to ``out``; returns
@@ -333,7 +336,7 @@ def run_lm(
         TrainingError: a non-finite loss or gradient (the last checkpoint written stays as it was).
     """
     save_every = check_nonnegative_int(save_every, "save_every (--save-every)")
-    check_out(out)
+    out = check_out(out)
     if save is None and save_every:
         raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
     if save is not None:

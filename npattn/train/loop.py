@@ -272,18 +272,38 @@ def _hint(x: Any, target: Any) -> str:
     return "try a smaller learning rate"
 
 
-def check_updated(model: Module, step: int) -> None:
-    """Raise TrainingError if the update of ``step`` (from finite gradients) made a weight
-    non-finite: an optimizer setting did it (Adam's eps=0 divides 0 by 0 where a gradient is 0)."""
+def _non_finite_weights(model: Module) -> tuple[str, str, int] | None:
+    """The first parameter holding NaN or inf: (name, "1 entry" or "n entries", its size), else None."""
     for name, p in model.named_parameters():
         bad = p.data.size - int(np.count_nonzero(np.isfinite(p.data)))
         if bad:
-            entries = "1 entry" if bad == 1 else f"{bad} entries"
-            raise TrainingError(
-                f"training stopped at step {step}: its update made {entries} of {name} non-finite, from finite "
-                "gradients (an optimizer setting such as Adam's eps=0 divides 0 by 0 where a gradient is 0); the "
-                "weights hold those values now, and no checkpoint of them is written."
-            )
+            return name, "1 entry" if bad == 1 else f"{bad} entries", p.data.size
+    return None
+
+
+def check_updated(model: Module, step: int) -> None:
+    """Raise TrainingError if the update of ``step`` (from finite gradients) made a weight
+    non-finite: an optimizer setting did it (Adam's eps=0 divides 0 by 0 where a gradient is 0)."""
+    found = _non_finite_weights(model)
+    if found:
+        name, entries, _ = found
+        raise TrainingError(
+            f"training stopped at step {step}: its update made {entries} of {name} non-finite, from finite "
+            "gradients (an optimizer setting such as Adam's eps=0 divides 0 by 0 where a gradient is 0); the "
+            "weights hold those values now, and no checkpoint of them is written."
+        )
+
+
+def check_weights_finite(model: Module, where: str) -> None:
+    """Refuse a model whose weights hold NaN or inf before the first step (training on them would
+    move every weight, then blame the update). Raises ConfigError naming the parameter and the count."""
+    found = _non_finite_weights(model)
+    if found:
+        name, entries, size = found
+        raise ConfigError(
+            f"{where}: {entries} of {name} (of {size}) are NaN or inf before the first step; nothing "
+            "was trained: load or initialize finite weights"
+        )
 
 
 def fit(
@@ -310,7 +330,8 @@ def fit(
             ``batches`` that is not a function, a ``criterion`` without ``backward`` or with
             ``reduction="none"``, an optimizer with a parameter that is not the model's, a
             ``history`` that is not this model's record of ``start_step`` steps (its loss count,
-            log steps, parameter shapes, or its last logged weights differ).
+            log steps, parameter shapes, or its last logged weights differ), a weight that is NaN or
+            inf before the first step (nothing is trained).
         TrainingError: the loss or a gradient became NaN or inf (the weights keep their last
             finite values; nothing after the failing step runs).
     """
@@ -342,6 +363,7 @@ def fit(
         history = History.begin(model)
     else:
         _check_given_history(history, model, start_step, criterion)
+    check_weights_finite(model, "fit")
     optimizer.zero_grad()
     for step in range(start_step, steps):
         raise_if_pressed()  # a Ctrl-C the command line's handler could not deliver (npattn._interrupts)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
+from npattn._checks import check_bool, check_nonnegative_int, check_positive_int, finite_float, from_tensor, shown
 from npattn.errors import CheckpointError, ConfigError, DTypeError, ShapeError
 from npattn.train.atomic import check_source
 from npattn.train.tokenizers import TOKENIZERS_SHOWN, Tokenizer
@@ -127,14 +127,20 @@ def check_tokenizer(tokenizer: Any, name: str = "tokenizer") -> Tokenizer:
 
 
 def split_train_val(text: str, train_ratio: float = 0.9) -> tuple[str, str]:
-    """The book's split: ``text[:int(train_ratio * len(text))]`` and the rest.
+    """The book's split: ``text[:int(train_ratio * len(text))]`` and the rest. ``train_ratio`` is
+    any real number (a NumPy scalar or 0-d array or tensor too, taken as the Python float it holds:
+    ``np.float32(0.9)`` is 0.8999999761581421).
 
     Raises:
-        ConfigError: ``train_ratio`` outside (0, 1).
+        ConfigError: ``train_ratio`` not a real number, or outside (0, 1).
     """
-    if isinstance(train_ratio, bool) or not isinstance(train_ratio, (int, float)) or not 0 < train_ratio < 1:
-        raise ConfigError(f"train_ratio must lie in (0, 1), got {train_ratio!r}")
-    split_idx = int(train_ratio * len(text))
+    value = from_tensor(train_ratio)
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    ratio = finite_float(value)
+    if ratio is None or not 0 < ratio < 1:
+        raise ConfigError(f"train_ratio must lie in (0, 1), got {shown(train_ratio)}")
+    split_idx = int(ratio * len(text))
     return text[:split_idx], text[split_idx:]
 
 
