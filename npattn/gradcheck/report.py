@@ -70,10 +70,11 @@ class GradcheckReport:
     reason: str = ""  # why the failed tensors failed, when the check can tell (a backward ignoring its cache)
     precision: str = ""  # the part of ``note`` that says the forward computes in float32
     unchecked: str = ""  # gradcheck_stage: the inputs not checked ("input0: integer ids, not checked")
+    accumulates: str = ""  # gradcheck: why a second backward did not add the same gradient again ("" if it did)
 
     @property
     def passed(self) -> bool:
-        return all(c.passed for c in self.checks)
+        return not self.accumulates and all(c.passed for c in self.checks)
 
     def __bool__(self) -> bool:
         return self.passed
@@ -108,6 +109,8 @@ class GradcheckReport:
             rows.append(self.precision)
         if self.reason and not self.passed:
             rows.append(self.reason)
+        if self.accumulates:
+            rows.append(self.accumulates)
         return "\n".join(rows)
 
     @property
@@ -223,6 +226,8 @@ def _check_resolvable(report: GradcheckReport) -> None:
 def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
     _check_can_fail(report)
     _check_resolvable(report)
+    if raise_exception and report.accumulates and not report.failures:
+        raise GradcheckError(f"{report.accumulates}\n{str(report).removesuffix(chr(10) + report.accumulates)}")
     if raise_exception and not report.passed:
         c = next((c for c in report.failures if not c.within_noise), report.failures[0])  # above the noise first
         where = f"direction {c.worst_index[0]}" if c.directional else f"index {c.worst_index}"
