@@ -55,6 +55,8 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
         DTypeError: complex, object, string or other non-numeric data; a masked array with
             masked entries (``refuse_masked``).
     """
+    if value is None:
+        raise DTypeError(f"{name}: expected a real numeric array, got None")
     if not isinstance(value, np.ndarray):
         value = from_tensor(value, name)
         try:

@@ -111,7 +111,7 @@ def attention_bad_inputs(case: AttentionCase) -> list[BadInput]:
             "ragged",
         ),
         (f"{name}(x)", "list holding None", lambda: make()([[1.0, 2.0, None]]), npattn.DTypeError, "got dtype object"),
-        (f"{name}(x)", "None", lambda: make()(None), npattn.DTypeError, "got dtype object"),
+        (f"{name}(x)", "None", lambda: make()(None), npattn.DTypeError, "expected a real numeric array, got None"),
         (
             f"{name}(x)",
             "integers too large for any float",
@@ -173,7 +173,7 @@ def attention_bad_inputs(case: AttentionCase) -> list[BadInput]:
             "None",
             lambda: _forward_then(make(), x).backward(None),
             npattn.DTypeError,
-            "got dtype object",
+            "expected a real numeric array, got None",
         ),
     ]
     for arg, value in [
@@ -324,7 +324,7 @@ def library_bad_inputs() -> list[BadInput]:
             "complex128",
         ),
         ("Parameter(data)", "strings", lambda: npattn.Parameter(["a", "b"]), npattn.DTypeError, "<U1"),
-        ("Parameter(data)", "None", lambda: npattn.Parameter(None), npattn.DTypeError, "object"),
+        ("Parameter(data)", "None", lambda: npattn.Parameter(None), npattn.DTypeError, "got None"),
         ("load_state_dict(sd)", "not a mapping", lambda: _load([1, 2]), npattn.StateDictError, "got list"),
         (
             "load_state_dict(sd)",
@@ -1171,7 +1171,7 @@ def reliability_bad_inputs() -> list[BadInput]:
             "None as queries",
             lambda: npattn.kernels.attention(None, ones, ones),
             npattn.DTypeError,
-            "queries: expected a real numeric array, got dtype object",
+            "queries: expected a real numeric array, got None",
         ),
         (
             "kernels.attention(q, k, v)",

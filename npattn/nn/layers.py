@@ -84,7 +84,7 @@ class Linear(Module):
 
 
 class Dropout(Module):
-    """``nn.Dropout(p, inplace=False)``: inverted dropout, ``x * keep / (1 - p)`` in training mode, identity in eval
+    """``nn.Dropout(p, *, inplace=False)``: inverted dropout, ``x * keep / (1 - p)`` in training mode, identity in eval
     mode (and for p = 0). backward multiplies by the same mask.
 
     The keep mask (bool, True = kept, each element kept with probability 1 - p) is drawn from
@@ -112,7 +112,7 @@ class Dropout(Module):
     _fixed_keep: np.ndarray | None
     _p: float
 
-    def __init__(self, p: float = 0.5, inplace: bool = False, *, rng: RNGLike = None) -> None:
+    def __init__(self, p: float = 0.5, *, inplace: bool = False, rng: RNGLike = None) -> None:
         super().__init__()
         if not (isinstance(inplace, (bool, np.bool_)) and not inplace):
             raise ConfigError(

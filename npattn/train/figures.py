@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from typing import Any
 
 from npattn.errors import CheckpointError, ConfigError
@@ -57,15 +58,24 @@ def check_plot_target(path: Any, holds: bool = True) -> str:
 
 
 MARK_BYTES = 1 << 16  # matplotlib names itself near the start (PNG, SVG, EPS, PS) or the end (PDF)
-IMAGE_STARTS = (b"\x89PNG\r\n\x1a\n", b"%PDF-", b"<?xml", b"<svg", b"%!PS-Adobe")  # matplotlib's files start so
+CREATOR_ENTRIES = {  # a file's first bytes -> the creator entry matplotlib (3.3 and later) writes in it
+    b"\x89PNG\r\n\x1a\n": re.compile(rb"tEXtSoftware\x00Matplotlib version\d"),
+    b"%PDF-": re.compile(rb"/Creator \(Matplotlib v\d|/Producer \(Matplotlib pdf backend v\d"),
+    b"<?xml": re.compile(rb"<dc:title>Matplotlib v\d"),
+    b"<svg": re.compile(rb"<dc:title>Matplotlib v\d"),
+    b"%!PS-Adobe": re.compile(rb"(?m)^%%Creator: Matplotlib v\d"),
+}
 
 
 def check_replaceable(real: str, text: str) -> None:
     """An existing ``--plot`` file is replaced only if it is empty, or a PNG, PDF, SVG, EPS or PS file
-    (by its first bytes) that names matplotlib in its first or last 64 KiB (the Software / Creator
-    entry of every such file matplotlib writes, a plot of an earlier run among them). JPEG, WebP,
-    TIFF, GIF, SVGZ and raw files carry no such entry: an existing one is refused, as is any other
-    file (a text that merely names matplotlib among them).
+    (by its first bytes) whose creator entry, in its first or last 64 KiB, is matplotlib's
+    (``CREATOR_ENTRIES``: PNG's ``Software`` text chunk "Matplotlib version...", PDF's ``/Creator
+    (Matplotlib v...`` or ``/Producer (Matplotlib pdf backend v...``, SVG's ``<dc:title>Matplotlib
+    v...``, PostScript's ``%%Creator: Matplotlib v...``), as in every such file matplotlib writes, a
+    plot of an earlier run among them. A file that merely mentions matplotlib (a PDF titled "Plotting
+    with matplotlib", a GIMP PNG whose comment names it) is refused, as is every other file; JPEG,
+    WebP, TIFF, GIF, SVGZ and raw files carry no such entry.
 
     Raises:
         CheckpointError: naming the path, and how to proceed (remove the file or choose another path).
@@ -79,12 +89,12 @@ def check_replaceable(real: str, text: str) -> None:
         return
     except OSError as exc:
         raise CheckpointError(f"cannot read the existing plot {text!r}: {exc.strerror or exc}") from None
-    image = head.startswith(IMAGE_STARTS)  # a PNG, PDF, SVG or (E)PS file, not a text that names matplotlib
-    if not head or (image and (b"matplotlib" in head.lower() or b"matplotlib" in tail.lower())):
+    entry = next((e for start, e in CREATOR_ENTRIES.items() if head.startswith(start)), None)
+    if not head or (entry is not None and (entry.search(head) or entry.search(tail))):
         return
     raise CheckpointError(
         f"--plot {text!r} holds a file that is not an image matplotlib wrote (it starts with {head[:8]!r} and "
-        "has no matplotlib Software/Creator entry); a plot replaces only an earlier plot, never another file: "
+        "its creator entry is not matplotlib's); a plot replaces only an earlier plot, never another file: "
         "remove the file or choose another plot path"
     )
 
