@@ -252,6 +252,21 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise NpattnError(f"unknown command {args.command}")
 
 
+def _repeated_option(argv: Sequence[str]) -> str | None:
+    """The first long option given twice (argparse keeps the last: ``--save a --save b`` would
+    write only b), or None. Arguments after ``--`` are not options."""
+    seen: set[str] = set()
+    for arg in argv:
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            option = arg.split("=", 1)[0]
+            if option in seen:
+                return option
+            seen.add(option)
+    return None
+
+
 def one_line(exc: BaseException) -> str:
     """The message on one line: load_state_dict's list of problems is joined with "; "."""
     message = ""
@@ -302,6 +317,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = exc.code if isinstance(exc.code, int) else 2
         return _help_flushed() if code == 0 else code
     name = f"npattn {args.command or 'demo'}"
+    repeated = _repeated_option(sys.argv[1:] if argv is None else argv)
+    if repeated:
+        tell(f"{name}: error: {repeated} is given more than once; give it once (see {name} --help)")
+        return 2
     stdout = sys.stdout
     if stdout is None and (args.command or "demo") not in RUNS:
         tell(f"{name}: error: standard output is closed, nothing can be printed (redirect it to a file or /dev/null)")

@@ -35,3 +35,19 @@ def test_a_text_edited_at_the_same_length_is_named_so(tmp_path):
     same = r"trained on \(2000 characters, as many as this one: an edit that kept the length; the checkpoint keeps"
     with pytest.raises(ConfigError, match=same):
         run_lm({"steps": 2}, resume=tmp_path / "run.npz", out=None)
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["train", "--steps", "0", "--save", "a.npz", "--save", "b.npz"], "--save"),
+        (["train", "--steps", "0", "--lr=0.1", "--lr", "0.2"], "--lr"),
+        (["trace", "--tokens", "4", "--tokens", "5"], "--tokens"),
+    ],
+)
+def test_an_option_given_twice_is_refused(argv, option, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"error: {option} is given more than once; give it once" in err and err.count("\n") == 1
+    assert not (tmp_path / "a.npz").exists() and not (tmp_path / "b.npz").exists()
