@@ -59,3 +59,17 @@ def test_a_user_file_named_with_a_newline_is_quoted(tmp_path, monkeypatch, capsy
     (tmp_path / "a; b.py").write_text("def f(x, W_query, W_key, W_value):\n    return x\n")
     assert main(["check", "a\nb.py:f"]) == 2
     assert "no such file: 'a\\nb.py'" in capsys.readouterr().err
+
+
+def test_a_file_on_the_way_is_named(tmp_path):
+    (tmp_path / "plain").write_text("notes")
+    with pytest.raises(CheckpointError, match=r"x\.npz': '.*plain' is a file, not a folder"):
+        npattn.load(str(tmp_path / "plain" / "x.npz"))
+
+
+def test_a_safetensors_file_named_npz_is_named_so(tmp_path):
+    pytest.importorskip("safetensors")
+    npattn.save({"w": np.ones(2, dtype=np.float32)}, str(tmp_path / "m.safetensors"))
+    (tmp_path / "m.npz").write_bytes((tmp_path / "m.safetensors").read_bytes())
+    with pytest.raises(CheckpointError, match=r"looks like a \.safetensors file .*give it the \.safetensors extension"):
+        npattn.load(str(tmp_path / "m.npz"))

@@ -69,6 +69,10 @@ def check_source(path: Any, what: str = "checkpoint") -> str:
         mode = os.stat(text).st_mode
     except FileNotFoundError:
         raise CheckpointError(f"{what} {text!r} does not exist") from None
+    except NotADirectoryError:  # a folder on the way is a file
+        folder = next((f for f in _folders_of(text) if os.path.exists(f) and not os.path.isdir(f)), None)
+        why = f"{folder!r} is a file, not a folder" if folder else "a folder on its path is not a folder"
+        raise CheckpointError(f"cannot read {what} {text!r}: {why}") from None
     except OSError as exc:
         raise CheckpointError(f"cannot read {what} {text!r}: {exc.strerror or exc}") from None
     kind = _kind(mode)
@@ -158,6 +162,15 @@ def _into_proc(text: str) -> str | None:
         else:
             return None
     return None
+
+
+def _folders_of(text: str) -> list[str]:
+    """The folders of a path, outermost first ("a/b/c.npz" -> "a", "a/b")."""
+    folders, folder = [], os.path.dirname(text)
+    while folder and folder not in folders and os.path.dirname(folder) != folder:
+        folders.append(folder)
+        folder = os.path.dirname(folder)
+    return folders[::-1] or [text]
 
 
 def _not_a_folder(path: str) -> str:

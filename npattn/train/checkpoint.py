@@ -254,6 +254,11 @@ class _Npz:
                 f"{path!r} has bytes before the zip archive (it starts with {head[:8]!r}, and a zip's end record "
                 "is found after them: a self-extracting or prefixed zip); an npattn .npz starts with the archive"
             )
+        if head[:4] not in (b"PK\x03\x04", b"PK\x05\x06") and head[8:10] in (b'{"', b"{ ", b"{\n"):
+            raise CheckpointError(
+                f"{path!r} is not a zip archive, but looks like a .safetensors file (a header length, then JSON): "
+                "give it the .safetensors extension to load it as one"
+            )
         if head[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):
             raise CheckpointError(
                 f"{path!r} is truncated, corrupt or not a checkpoint: not a zip archive (it starts with {head[:8]!r})"
