@@ -58,6 +58,15 @@ __all__ = [
 ]
 
 
+def _number(value: Any) -> float | None:
+    """A finite real number (a 0-d array or tensor too), else None."""
+    if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch tensor, without importing torch
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    return finite_float(value)
+
+
 class BatchLoss:
     """The mean cross-entropy of one batch, as a number (``float(loss)``, ``loss.item()``) that
     can also run its own backward: ``loss.backward()`` computes dL/dlogits and hands it to
@@ -80,9 +89,13 @@ class BatchLoss:
         return self.value
 
     def _scaled(self, factor: Any, op: str) -> BatchLoss:
-        number = finite_float(factor)
+        number = _number(factor)
         if number is None:
             raise ConfigError(f"loss {op} {factor!r:.40}: a BatchLoss is scaled by a finite real number only")
+        if not (np.isfinite(self.value * number) and np.isfinite(self.scale * number)):
+            raise ConfigError(
+                f"loss {op} {factor!r:.40}: a BatchLoss is scaled to finite values only (the loss or its scale overflows)"
+            )
         scaled = BatchLoss(self.value * number, self._model, self._cache, self.scale * number)
         scaled._forward, scaled._forward_cache = self._forward, self._forward_cache
         return scaled
@@ -93,7 +106,7 @@ class BatchLoss:
     __rmul__ = __mul__
 
     def __truediv__(self, divisor: Any) -> BatchLoss:
-        number = finite_float(divisor)
+        number = _number(divisor)
         if number is None or number == 0:
             raise ConfigError(f"loss / {divisor!r:.40}: a BatchLoss is divided by a finite nonzero real number only")
         return self._scaled(1.0 / number, "/")
@@ -107,7 +120,7 @@ class BatchLoss:
             "loss (the gradients accumulate in .grad), or add float(loss) values to report them"
         )
 
-    __radd__ = __sub__ = __rsub__ = __add__
+    __radd__ = __sub__ = __rsub__ = __pow__ = __rpow__ = __add__
 
     def backward(self) -> None:
         """Raises BackwardError if the model ran another forward after this loss was computed, or

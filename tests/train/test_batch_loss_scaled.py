@@ -29,8 +29,10 @@ def grads_of(make_loss):
         (lambda l: 3 * l, 3.0),
         (lambda l: -l, -1.0),
         (lambda l: l * np.float32(0.5), 0.5),
+        (lambda l: l * np.array(2.0), 2.0),
+        (lambda l: l / np.array(4.0), 0.25),
     ],
-    ids=["/4", "*2", "3*", "neg", "*np.float32"],
+    ids=["/4", "*2", "3*", "neg", "*np.float32", "*0-d array", "/0-d array"],
 )
 def test_a_scaled_loss_scales_the_gradients(make, factor):
     value, plain = grads_of(lambda l: l)
@@ -40,7 +42,10 @@ def test_a_scaled_loss_scales_the_gradients(make, factor):
         np.testing.assert_allclose(scaled[name], plain[name] * factor, rtol=1e-12, atol=1e-300)
 
 
-@pytest.mark.parametrize("bad", [lambda l: l * np.nan, lambda l: l / 0, lambda l: l * "2", lambda l: l * np.ones(2)])
+@pytest.mark.parametrize(
+    "bad",
+    [lambda l: l * np.nan, lambda l: l / 0, lambda l: l * "2", lambda l: l * np.ones(2), lambda l: l * 1e308 * 10],
+)
 def test_scaling_by_anything_but_a_finite_number_is_refused(bad):
     model = npattn.GPTModel(CFG, rng=3, dtype=np.float64)
     with pytest.raises(ConfigError, match="a BatchLoss is"):
@@ -50,7 +55,7 @@ def test_scaling_by_anything_but_a_finite_number_is_refused(bad):
 def test_adding_losses_says_what_to_do():
     model = npattn.GPTModel(CFG, rng=3, dtype=np.float64)
     loss = npattn.calc_loss_batch(X, Y, model)
-    for add in (lambda: loss + loss, lambda: loss + 1.0, lambda: 1.0 + loss, lambda: loss - 1.0):
+    for add in (lambda: loss + loss, lambda: loss + 1.0, lambda: 1.0 + loss, lambda: loss - 1.0, lambda: loss**2):
         with pytest.raises(ConfigError, match=r"call backward\(\) on each loss"):
             add()
 
