@@ -94,7 +94,7 @@ class BatchLoss:
             raise ConfigError(f"loss {op} {factor!r:.40}: a BatchLoss is scaled by a finite real number only")
         if not (np.isfinite(self.value * number) and np.isfinite(self.scale * number)):
             raise ConfigError(
-                f"loss {op} {factor!r:.40}: a BatchLoss is scaled to finite values only (the loss or its scale overflows)"
+                f"loss {op} {factor!r:.40}: a BatchLoss is scaled to finite values only (the loss or scale overflows)"
             )
         scaled = BatchLoss(self.value * number, self._model, self._cache, self.scale * number)
         scaled._forward, scaled._forward_cache = self._forward, self._forward_cache
