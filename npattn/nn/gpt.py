@@ -28,6 +28,7 @@ from npattn._checks import (
 from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.nn import functional as F
 from npattn.nn.attention import MultiHeadAttention
+from npattn.nn.functional.transformer import refuse_bool_ids
 from npattn.nn.layers import Dropout, Linear
 from npattn.nn.module import Module, Parameter
 from npattn.nn.sequential import Sequential
@@ -215,7 +216,8 @@ class GPTModel(Module):
 
     def forward(self, in_idx: Any) -> np.ndarray:
         """in_idx (b, n) -> logits (b, n, vocab_size)."""
-        in_idx = np.asarray(in_idx)
+        given, in_idx = in_idx, np.asarray(in_idx)
+        refuse_bool_ids(given, in_idx, "in_idx")
         if in_idx.ndim != 2:
             raise ShapeError(f"in_idx: expected token ids of shape (batch, n), got shape {in_idx.shape}")
         if in_idx.dtype.kind not in "iu":
@@ -266,7 +268,8 @@ def generate_text_simple(model: Module, idx: Any, max_new_tokens: int, context_s
     """
     max_new_tokens = check_nonnegative_int(max_new_tokens, "max_new_tokens")
     context_size = check_positive_int(context_size, "context_size")
-    idx = np.asarray(idx)
+    given, idx = idx, np.asarray(idx)
+    refuse_bool_ids(given, idx, "idx")
     if idx.ndim != 2:
         raise ShapeError(f"idx: expected token ids of shape (batch, n), got shape {idx.shape}")
     if idx.dtype.kind not in "iu":

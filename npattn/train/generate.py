@@ -16,6 +16,7 @@ import numpy as np
 from npattn._checks import check_finite, check_nonnegative_int, check_positive_int
 from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.nn.functional import softmax
+from npattn.nn.functional.transformer import refuse_bool_ids
 from npattn.nn.gpt import check_context_size, check_next_logits, check_prompt
 from npattn.random import RNGLike, TorchGenerator, resolve_rng
 
@@ -29,6 +30,7 @@ def as_token_ids(idx: Any, name: str = "idx") -> np.ndarray:
         ShapeError: not two axes. DTypeError: not integers.
     """
     arr = np.asarray(idx)
+    refuse_bool_ids(idx, arr, name)
     if arr.dtype.kind not in "iu":
         if arr.size == 0 and arr.dtype.kind == "f":  # [[]]: an empty prompt
             arr = arr.astype(np.int64)

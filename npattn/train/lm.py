@@ -36,6 +36,7 @@ from npattn._checks import check_bool, check_nonnegative_int, check_positive_int
 from npattn._interrupts import raise_if_pressed
 from npattn.errors import BackwardError, ConfigError, TrainingError
 from npattn.nn.functional import token_cross_entropy_backward, token_cross_entropy_forward
+from npattn.nn.functional.transformer import refuse_bool_ids
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
 from npattn.train.book_device import book_device
@@ -148,8 +149,10 @@ class BatchLoss:
 def calc_loss_batch(input_batch: Any, target_batch: Any, model: Any) -> BatchLoss:
     """The book's loss: ``cross_entropy(logits.flatten(0, 1), target_batch.flatten())``, the mean
     over all (batch, n) tokens of -log softmax(logits)[target]. input and target (batch, n) ints."""
+    targets = np.asarray(target_batch)
+    refuse_bool_ids(target_batch, targets, "target_batch")
     logits = model(input_batch)
-    loss, cache = token_cross_entropy_forward(logits, np.asarray(target_batch))
+    loss, cache = token_cross_entropy_forward(logits, targets)
     return BatchLoss(float(loss), model, cache)
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from npattn._checks import check_bool, check_nonnegative_int, check_positive_int, finite_float, from_tensor, shown
 from npattn.errors import CheckpointError, ConfigError, DTypeError, ShapeError
+from npattn.nn.functional.transformer import refuse_bool_ids
 from npattn.train.atomic import check_source
 from npattn.train.tokenizers import TOKENIZERS_SHOWN, Tokenizer
 
@@ -223,6 +224,7 @@ def _token_ids(token_ids: Any) -> np.ndarray:
             past int64, naming it and its position. ShapeError: not 1-D, naming the shape.
     """
     ids = np.asarray(token_ids)
+    refuse_bool_ids(token_ids, ids, "GPTDatasetV1: token_ids")
     if ids.dtype.kind in "fO" and ids.size and not isinstance(token_ids, np.ndarray):
         exact = np.asarray(token_ids, dtype=object)  # the Python ints given, before NumPy's choice (its shape kept)
         if all(map(_is_int, exact.flat)):

@@ -38,6 +38,7 @@ __all__ = [
     "gelu_forward",
     "layer_norm_backward",
     "layer_norm_forward",
+    "refuse_bool_ids",
     "token_cross_entropy_backward",
     "token_cross_entropy_forward",
 ]
@@ -58,9 +59,27 @@ def _check_grad(stage: str, d_out: np.ndarray, shape: tuple[int, ...]) -> None:
         raise ShapeError(f"{stage}: expected a gradient of shape {shape} (the forward output's), got {np.shape(d_out)}")
 
 
+def refuse_bool_ids(value: Any, arr: np.ndarray, what: str) -> None:
+    """A list of ids holding True or False: NumPy reads them as 1 and 0, which a token id never means
+    (a bool array is refused by its dtype).
+
+    Raises:
+        DTypeError: naming ``what`` and the first bool's position.
+    """
+    if not isinstance(value, np.ndarray) and arr.dtype.kind in "iu" and arr.size:
+        items = np.asarray(value, dtype=object)
+        if items.shape == arr.shape:
+            flags = np.asarray(np.frompyfunc(lambda v: isinstance(v, (bool, np.bool_)), 1, 1)(items), dtype=bool)
+            if flags.any():
+                at = tuple(int(i) for i in np.argwhere(flags)[0])
+                raise DTypeError(f"{what}: expected integer token ids, got a bool ({items[at]!r}) at position {at}")
+
+
 def _check_ids(stage: str, name: str, ids: Any, size: int) -> np.ndarray:
-    """Integer ids in [0, size) as an ndarray. Raises DTypeError (not integers), ConfigError (out of range)."""
-    ids = np.asarray(ids)
+    """Integer ids in [0, size) as an ndarray. Raises DTypeError (not integers, or bools in a list),
+    ConfigError (out of range)."""
+    given, ids = ids, np.asarray(ids)
+    refuse_bool_ids(given, ids, f"{stage}: {name}")
     if ids.dtype.kind not in "iu":
         raise DTypeError(f"{stage}: {name} must be an integer array (token ids), got dtype {ids.dtype}")
     if ids.size and (ids.min() < 0 or ids.max() >= size):
