@@ -198,13 +198,17 @@ def check_history_of(history: History, model: Module, step: int, error: type[Npa
         arrays = getattr(history, entry)
         got = {key: np.shape(a) for key, a in arrays.items()}
         if got != shapes or any(np.asarray(a).dtype.kind not in "fiu" for a in arrays.values()):
-            raise error(f"{where}: history.{entry} must hold every parameter with its shape {shapes}, got {got}")
+            missing, extra = sorted(set(shapes) - set(got)), sorted(set(got) - set(shapes))
+            named = "".join(f"; {what} {keys}" for what, keys in (("missing", missing), ("extra", extra)) if keys)
+            raise error(f"{where}: history.{entry} must hold every parameter with its shape {shapes}, got {got}{named}")
     logs = len(logged)
     for entry in ("moved_from_start", "moved_since_log"):
         lengths = {key: len(v) for key, v in getattr(history, entry).items()}
         if lengths != ({key: logs for key in shapes} if logs else {}):
+            missing, extra = sorted(set(shapes) - set(lengths)) if logs else [], sorted(set(lengths) - set(shapes))
+            named = "".join(f"; {what} {keys}" for what, keys in (("missing", missing), ("extra", extra)) if keys)
             raise error(
-                f"{where}: history.{entry} must hold {logs} distances per parameter (one per log), got {lengths}"
+                f"{where}: history.{entry} must hold {logs} distances per parameter (one per log), got {lengths}{named}"
             )
 
 
