@@ -160,13 +160,17 @@ def layer_norm_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np
 def gelu_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
     """out = 0.5 * x * (1 + tanh(c * (x + 0.044715 * x^3))), c = GELU_SQRT_2_OVER_PI.
 
-    Integer x is computed in float64 (as NumPy's ``np.tanh`` would). Finite wherever the book's
+    Integer x is computed in float64 (as NumPy's ``np.tanh`` would), float16 in float32 (rounded
+    once, as PyTorch's). Finite wherever the book's
     GELU is (up to the dtype's largest value). Raises DTypeError: bool or complex x.
     """
     if x.dtype.kind != "f":
         if x.dtype.kind not in "iu":
             raise _not_numbers("gelu_forward", x=x)
         x = x.astype(np.float64)
+    given = x
+    if x.dtype == np.float16:  # computed in float32 and rounded once, as PyTorch's half GELU: in float16
+        x = x.astype(np.float32)  # 1 + tanh(u) cancels for negative x (GELU(-4) was 0, not -7.0e-05)
     c, a = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(GELU_CUBIC)
     # The book's operations in its order, in place: t = tanh(c * (x + a * (x * x * x))), as
     # torch.pow(x, 3) multiplies x * x * x; then (0.5 * x) * (1 + t), halving first as the book
@@ -180,6 +184,8 @@ def gelu_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
     np.tanh(t, out=t)
     out = x * x.dtype.type(0.5)
     out *= t + 1
+    if given.dtype != x.dtype:
+        return out.astype(given.dtype), (given.copy(), t.astype(given.dtype))
     return out, (x.copy(), t)  # a private copy: the caller may edit x before backward
 
 
