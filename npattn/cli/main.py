@@ -48,6 +48,10 @@ class _Parser(argparse.ArgumentParser):
 
     refused: ClassVar[list[str]] = []  # why the OS refused --help's text (argparse drops such errors)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # no abbreviations: "--step 3" after "--steps 2" would be one more --steps, the last kept
+        super().__init__(*args, **{**kwargs, "allow_abbrev": False})
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
@@ -329,6 +333,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = _dispatch(args)
         sys.stdout.flush()  # what is still buffered reaches the file here, where a refusal is reported
+        refused = getattr(sys.stdout, "refused", "")
+        if refused:  # a run whose output the OS refused mid-run went on without it, to its end
+            tell(f"{name}: error: cannot write to standard output: {refused}; the run went on without printing "
+                 "and ended as it would have (its checkpoints written as asked)")  # fmt: skip
+            return 2
         return code
     except OutputRefused as exc:
         sys.stdout = stdout

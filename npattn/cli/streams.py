@@ -31,6 +31,8 @@ class Stdout:
     def __init__(self, stream: TextIO | None, keep_going: bool) -> None:
         self._stream = stream
         self._keep_going = keep_going
+        self._worked = False  # a write or flush has reached the stream
+        self.refused = ""  # why the OS refused the output of a run that went on without it
 
     def _attempt(self, action: Callable[[TextIO], Any]) -> None:
         """``action(stream)``, unless the output is discarded."""
@@ -38,13 +40,20 @@ class Stdout:
             return
         try:
             action(self._stream)
+            self._worked = True
         except BrokenPipeError:
             if not self._keep_going:
                 raise
             discard(self._stream)
             self._stream = None
         except OSError as exc:
-            raise OutputRefused(exc.strerror or str(exc)) from None
+            if not (self._keep_going and self._worked):  # refused from the start: nothing has run yet
+                raise OutputRefused(exc.strerror or str(exc)) from None
+            # a disk that filled while a run trained: it goes on without its output (the command
+            # line reports the refusal when the run has ended and saved)
+            self.refused = exc.strerror or str(exc)
+            discard(self._stream)
+            self._stream = None
 
     def write(self, text: str) -> int:
         self._attempt(lambda stream: stream.write(encodable(text, stream)))
