@@ -33,6 +33,7 @@ __all__ = [
     "converted_buffers",
     "name_of",
     "not_a_parameter",
+    "refuse_shared_weights",
     "saved_group",
     "saved_index",
     "sgd_settings",
@@ -341,3 +342,27 @@ def not_a_parameter(owner: str, p: Any) -> ConfigError:
             "supported; pass model.parameters(), or [p for _, p in model.named_parameters()]"
         )
     return ConfigError(f"{owner} can only optimize npattn.Parameter, got {type(p).__name__}")
+
+
+def refuse_shared_weights(params: list[Parameter], owner: str) -> None:
+    """Two parameters a step updates whose ``.data`` share memory (``b.data = a.data``, a view of
+    another's weights): each update is computed from the old weights, so the last one stored would
+    silently drop the others. Arrays can share memory only through a common base (the object
+    that owns the buffer): those with one are confirmed with ``np.shares_memory`` (a few
+    attribute reads per parameter otherwise).
+
+    Raises:
+        ConfigError: naming the two parameters by their positions in the step and their shapes.
+    """
+    seen: dict[int, int] = {}
+    for i, p in enumerate(params):
+        root = p.data
+        while isinstance(root, np.ndarray) and root.base is not None:
+            root = root.base
+        j = seen.setdefault(id(root), i)
+        if j != i and np.shares_memory(params[j].data, p.data):
+            raise ConfigError(
+                f"{owner}.step: parameters {j} and {i} (shapes {params[j].shape}, {p.shape}) share memory: "
+                "each update would be computed from the old weights and one would be lost; tie weights by "
+                "sharing one Parameter (module.b = module.a), not its .data"
+            )

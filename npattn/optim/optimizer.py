@@ -22,6 +22,7 @@ from npattn.optim.checks import (
     check_torch_switches,
     converted_buffers,
     not_a_parameter,
+    refuse_shared_weights,
     saved_group,
     saved_index,
 )
@@ -190,6 +191,7 @@ class Optimizer:
                 grad = check_grad(p, what)
                 self._check_buffers(self.state.get(p, {}), p, settings, what, StateDictError)
                 work.append((p, grad, settings))
+        refuse_shared_weights([p for p, _, _ in work], type(self).__name__)
         # Every new value is computed before any is stored, so nothing fails halfway through.
         updates = [(p, *self._new_values(p, grad, settings)) for p, grad, settings in work]
         for p, data, buffers in updates:
