@@ -152,3 +152,9 @@ def test_dropout_takes_torchs_inplace_keyword():
     assert npattn.Dropout(0.5, inplace=False).p == 0.5
     with pytest.raises(ConfigError, match=r"Dropout: inplace=True is not supported"):
         npattn.Dropout(0.5, inplace=True)
+
+
+def test_a_decimal_that_underflows_to_zero_is_refused(capsys):
+    assert main(["train", "--steps", "0", "--lr", "1e-400"]) == 2
+    assert "'1e-400' is too small for a float: it would be read as 0" in capsys.readouterr().err
+    assert main(["train", "--steps", "0", "--lr", "0.0"]) == 0

@@ -23,6 +23,8 @@ def decimal(text: str) -> float:
     value = plain_number(text)
     if value is None:
         raise argparse.ArgumentTypeError(f"expected a number (digits 0-9, e.g. 0.05 or 4e-4), got {text!r}")
+    if value == 0 and re.search(r"[1-9]", text.split("e")[0].split("E")[0]):
+        raise argparse.ArgumentTypeError(f"{text!r} is too small for a float: it would be read as 0")
     return value
 
 

@@ -115,13 +115,13 @@ class BatchLoss:
     def __neg__(self) -> BatchLoss:
         return self._scaled(-1.0, "*")
 
-    def __add__(self, other: Any) -> BatchLoss:
+    def __add__(self, *other: Any) -> BatchLoss:
         raise ConfigError(
             "a BatchLoss can be scaled by a number (loss / accum_steps), not added to: call backward() on each "
             "loss (the gradients accumulate in .grad), or add float(loss) values to report them"
         )
 
-    __radd__ = __sub__ = __rsub__ = __pow__ = __rpow__ = __add__
+    __radd__ = __sub__ = __rsub__ = __pow__ = __rpow__ = __rtruediv__ = __abs__ = __add__
 
     def backward(self) -> None:
         """Raises BackwardError if the model ran another forward after this loss was computed, or

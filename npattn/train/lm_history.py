@@ -99,10 +99,9 @@ class LMHistory:
                 raise CheckpointError("history.samples must be a list of [global_step, text] pairs")
             return [(number(f"samples[{i}][0]", v[0], int, -1), v[1]) for i, v in enumerate(values)]
 
-        inf = -float("inf")
         history = cls(
-            train_losses=numbers("train_losses", float, inf),
-            val_losses=numbers("val_losses", float, inf),
+            train_losses=numbers("train_losses", float, 0.0),  # cross-entropies: never below 0
+            val_losses=numbers("val_losses", float, 0.0),
             track_tokens_seen=numbers("track_tokens_seen", int, 0),
             eval_steps=numbers("eval_steps", int, -1),
             samples=samples(),

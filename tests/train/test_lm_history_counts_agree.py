@@ -71,3 +71,12 @@ def test_samples_out_of_order_are_refused():
     sd = LMHistory(global_step=9, epoch=1, samples=[(9, "a"), (4, "b")]).state_dict()
     with pytest.raises(CheckpointError, match=r"history.samples' steps must not decrease .*, got 9 then 4 at index 1"):
         LMHistory.from_state_dict(sd)
+
+
+def test_a_negative_loss_is_refused():
+    state = LMHistory().state_dict()
+    state["val_losses"] = np.array([-1.0])
+    state["train_losses"], state["track_tokens_seen"], state["eval_steps"] = np.array([2.0]), [8], [0]
+    state["global_step"], state["batch"], state["tokens_seen"] = 0, 1, 8
+    with pytest.raises(CheckpointError, match=r"history\.val_losses\[0\] must be a finite number >= 0, got -1\.0"):
+        LMHistory.from_state_dict(state)
