@@ -146,7 +146,7 @@ def lm_ck(tmp_path_factory, lm_text):
         ),
         (
             lambda s: s["history"].update(train_losses=[float("nan")] * 2),
-            "history.train_losses[0] must be a finite number, got nan",
+            "history.train_losses[0] must be a finite number >= 0, got nan",
         ),
     ],
 )
