@@ -44,3 +44,13 @@ def test_disjoint_views_and_one_shared_parameter_train():
     opt = SGD(model.parameters(), lr=0.1)
     npattn.calc_loss_batch([[1, 2, 3]], [[2, 3, 4]], model).backward()
     opt.step()
+
+
+def test_an_overlap_with_any_earlier_parameter_is_found():
+    big = np.zeros(30)
+    params = [Parameter(big[0:10]), Parameter(big[10:20]), Parameter(big[15:25])]
+    for p in params:
+        p.grad = np.ones(10)
+    with pytest.raises(ConfigError, match=r"parameters 1 and 2 .* share memory"):
+        SGD(params, lr=0.1).step()
+    assert not big.any()

@@ -354,13 +354,15 @@ def refuse_shared_weights(params: list[Parameter], owner: str) -> None:
     Raises:
         ConfigError: naming the two parameters by their positions in the step and their shapes.
     """
-    seen: dict[int, int] = {}
+    seen: dict[int, list[int]] = {}
     for i, p in enumerate(params):
         root = p.data
         while isinstance(root, np.ndarray) and root.base is not None:
             root = root.base
-        j = seen.setdefault(id(root), i)
-        if j != i and np.shares_memory(params[j].data, p.data):
+        earlier = seen.setdefault(id(root), [])
+        j = next((j for j in earlier if np.shares_memory(params[j].data, p.data)), None)
+        earlier.append(i)
+        if j is not None:
             raise ConfigError(
                 f"{owner}.step: parameters {j} and {i} (shapes {params[j].shape}, {p.shape}) share memory: "
                 "each update would be computed from the old weights and one would be lost; tie weights by "
