@@ -46,8 +46,10 @@ def check_continues(
 
 
 def check_tokens_fit(history: Any, loader: Any, where: str) -> None:
-    """A history that stands inside an epoch goes on with the loader it was made with: the tokens it
-    counts are the tokens ``loader`` (npattn's DataLoader) gives over its epochs and batches. A
+    """A history that stands inside an epoch goes on with the loader it was made with: inside the
+    first epoch the tokens it counts are the tokens ``loader`` (npattn's DataLoader) gives over its
+    first ``batch`` batches; inside a later one at least those (earlier epochs may have had other
+    loaders). A
     loader of another batch size, window length, stride or text would go on at another window than
     the run reached (batch 20 of batch size 8 is window 160, of batch size 4 window 80). At an
     epoch's start any loader may go on; other loaders are not checked (their sizes are unknown).
@@ -61,36 +63,44 @@ def check_tokens_fit(history: Any, loader: Any, where: str) -> None:
         return  # at an epoch's start any loader may go on (a new text, another batch size): its windows start over
     n, b = len(dataset), loader.batch_size
     sizes = [min(b, n - i * b) for i in range(len(loader))]  # windows per batch (the last may be short)
-    expected = (history.epoch * sum(sizes) + sum(sizes[: history.batch])) * length
-    if history.tokens_seen != expected:
+    expected = sum(sizes[: history.batch]) * length  # this epoch's; earlier epochs may have had other loaders
+    if (history.epoch == 0 and history.tokens_seen != expected) or history.tokens_seen < expected:
         raise ConfigError(
             f"{where}: the history stands at batch {history.batch} inside epoch {history.epoch} with "
-            f"{history.tokens_seen} tokens counted, but this train_loader gives {expected} tokens there ({n} windows "
+            f"{history.tokens_seen} tokens counted, but this train_loader's first {history.batch} batches give "
+            f"{expected} tokens ({n} windows "
             f"of {length} tokens per epoch, in batches of {b}); going on inside an epoch needs the loader the "
             "history was made with (the same text, stride, batch size and context length)"
         )
 
 
 def check_step_count(history: Any, steps_per_epoch: int, where: str) -> None:
-    """``history.global_step`` agrees with where the history stands: inside an epoch (the loader the
-    history was made with goes on) ``epoch * steps_per_epoch + batch`` steps were taken, the count
-    ``global_step + 1`` gives (as ``check_counts`` checks a resumed checkpoint); at an epoch's start,
-    where any loader may go on, at least one step per epoch done. A count that disagrees would make
+    """``history.global_step`` agrees with where the history stands: inside the first epoch (the
+    loader the history was made with goes on) ``batch`` steps were taken, the count ``global_step +
+    1`` gives; inside a later one at least one step per earlier epoch (each may have had another
+    loader: at an epoch's start any loader may go on) plus ``batch``; at an epoch's start at least
+    one step per epoch done. A count that disagrees would make
     ``max_steps`` stop the run after another number of updates than it says.
 
     Raises:
         ConfigError: naming the counters, the expected and the actual count.
     """
     done = history.global_step + 1
-    if history.batch:
-        at = history.epoch * steps_per_epoch + history.batch
+    if history.batch and history.epoch == 0:  # every step so far from this loader's first epoch
+        at = history.batch
         if at != done:
             raise ConfigError(
                 f"{where}: history.epoch {history.epoch} and history.batch {history.batch} place the run after {at} "
                 f"steps ({steps_per_epoch} batches per epoch of this train_loader); expected {done}, the count "
                 f"history.global_step {history.global_step} gives (a history edited, or made with another loader)"
             )
-    elif done < history.epoch or (history.epoch == 0 and done != 0):
+    elif history.batch and done < history.epoch + history.batch:  # earlier epochs: perhaps another loader
+        raise ConfigError(
+            f"{where}: history.epoch {history.epoch} and history.batch {history.batch} place the run after at "
+            f"least {history.epoch + history.batch} steps; history.global_step {history.global_step} counts {done} "
+            "(a history edited)"
+        )
+    elif not history.batch and (done < history.epoch or (history.epoch == 0 and done != 0)):
         least = "no step (epoch 0, batch 0)" if history.epoch == 0 else f"at least {history.epoch} steps"
         raise ConfigError(
             f"{where}: history.epoch {history.epoch} and history.batch 0 place the run after {least}; "

@@ -52,3 +52,13 @@ def test_at_an_epochs_start_another_loader_may_go_on():
     other = npattn.create_dataloader_v1(TEXT[1000:3000], 8, 8, 4, tokenizer=TOK, seed=5)  # another text and stride
     history = run(other, len(loader(4)) + 3, history)
     assert history.global_step + 1 == len(loader(4)) + 3
+
+
+def test_a_loader_taken_at_an_epochs_start_goes_on_inside_its_epoch():
+    first = loader(4)
+    history = run(first, len(first))  # epoch 0 with batches of 4
+    other = loader(8)  # epoch 1 with batches of 8
+    history = run(other, len(first) + 3, history)
+    assert (history.epoch, history.batch) == (1, 3)
+    history = run(other, len(first) + 5, history)  # the same loader goes on inside epoch 1
+    assert (history.epoch, history.batch) == (1, 5)
