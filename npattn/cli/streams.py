@@ -40,7 +40,9 @@ class Stdout:
             return
         try:
             action(self._stream)
-            self._worked = True
+            if not self._worked:  # the first output: flushed now, so "refused from the start" means the OS refused it
+                self._stream.flush()
+                self._worked = True
         except BrokenPipeError:
             if not self._keep_going:
                 raise

@@ -48,3 +48,21 @@ def test_output_refused_from_the_start_stops_before_any_step(tmp_path, monkeypat
 def test_abbreviated_options_are_not_taken(argv, capsys):
     assert main(argv) == 2
     assert "unrecognized arguments: " in capsys.readouterr().err
+
+
+def test_dev_full_with_buffered_output_stops_before_any_step(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(__import__("pathlib").Path(npattn.__file__).parents[1]),
+                                                       env.get("PYTHONPATH", "")]))  # fmt: skip
+    path = tmp_path / "x.npz"
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "npattn", "train", "--steps", "200", "--log-every", "1", "--save",
+                               str(path)], stdout=full, stderr=subprocess.PIPE, env=env, timeout=120)  # fmt: skip
+    assert done.returncode == 2 and b"No space left on device" in done.stderr
+    assert not path.exists()
