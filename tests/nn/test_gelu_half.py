@@ -41,3 +41,16 @@ def test_matches_torch_half_within_one_step():
     ours = npattn.GELU()(x).astype(np.float64)
     step = np.spacing(np.abs(theirs).astype(np.float16)).astype(np.float64)
     assert np.all(np.abs(ours - theirs) <= 2 * step + 1.2e-7 * np.abs(x.astype(np.float64)))
+
+
+def test_float16_backward_is_computed_in_float32():
+    x = np.array([-4, -3, -2.5, -1, 0.5, 2], dtype=np.float16)
+    _, cache = F.gelu_forward(x)
+    (dx,) = F.gelu_backward(np.ones(6, dtype=np.float16), cache)
+    x64 = x.astype(np.float64)
+    c = math.sqrt(2 / math.pi)
+    t = np.tanh(c * (x64 + 0.044715 * x64**3))
+    truth = 0.5 * (1 + t) + 0.5 * x64 * (1 - t * t) * c * (1 + 3 * 0.044715 * x64 * x64)
+    step = np.spacing(np.abs(truth).astype(np.float16)).astype(np.float64)
+    assert np.all(np.abs(dx.astype(np.float64) - truth) <= step + 1.2e-7 * np.abs(x64))
+    assert dx[0] != 0  # -3.35e-04, not 0

@@ -184,16 +184,19 @@ def gelu_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
     np.tanh(t, out=t)
     out = x * x.dtype.type(0.5)
     out *= t + 1
-    if given.dtype != x.dtype:
-        return out.astype(given.dtype), (given.copy(), t.astype(given.dtype))
+    if given.dtype != x.dtype:  # float16: the backward computes in float32 from x and t too
+        return out.astype(given.dtype), (x, t)
     return out, (x.copy(), t)  # a private copy: the caller may edit x before backward
 
 
 def gelu_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     """Returns (dx,) = d_out * (0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 * 0.044715 x^2)), t the forward's tanh."""
     # forward: out = 0.5 * x * (1 + t),  t = tanh(c * (x + 0.044715 * x^3))
-    x, t = cache
+    x, t = cache  # float16's x and t in float32 (see the forward)
     _check_grad("gelu_backward", d_out, x.shape)
+    given = d_out
+    if x.dtype == np.float32 and d_out.dtype == np.float16:  # computed in float32, rounded once to float16
+        d_out = d_out.astype(np.float32)
     c, a3 = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(3 * GELU_CUBIC)
     with np.errstate(over="ignore"):
         du_dx = x * x  # du/dx = c (1 + 3 a x^2)
@@ -211,7 +214,7 @@ def gelu_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     dx += 1
     dx *= x.dtype.type(0.5)
     dx *= d_out
-    return (dx,)
+    return (dx.astype(given.dtype) if given is not d_out else dx,)
 
 
 # ----------------------------------------------------------------------------------------------
