@@ -340,7 +340,10 @@ def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tup
     with np.errstate(over="ignore"):  # float16 at p near 1: 1/(1 - p) is inf there, as in PyTorch
         scale = (np.ones((), dtype=wide) / np.asarray(1.0 - p, dtype=wide)).astype(dtype)
     # PyTorch's noise = keep / (1 - p): 0 where dropped (never 0 * inf = NaN), the scale where kept
-    out = attn_weights * np.where(keep, scale, np.zeros((), dtype=dtype))
+    if np.isfinite(scale):
+        out = attn_weights * keep * scale
+    else:  # PyTorch's noise = keep / (1 - p): 0 where dropped (never 0 * inf = NaN), inf where kept
+        out = attn_weights * np.where(keep, scale, np.zeros((), dtype=dtype))
     # A private copy: editing the caller's keep before backward cannot change the gradient.
     return out, (keep.copy(), scale)
 
@@ -353,7 +356,10 @@ def dropout_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
         raise _shape_error(
             "dropout_backward", "the gradient must have the dropped weights' shape", d_out=d_out, keep=keep
         )
-    return (d_out * np.where(keep, np.asarray(scale, dtype=d_out.dtype), np.zeros((), dtype=d_out.dtype)),)
+    scale = np.asarray(scale, dtype=d_out.dtype)
+    if np.isfinite(scale):
+        return (d_out * keep * scale,)
+    return (d_out * np.where(keep, scale, np.zeros((), dtype=d_out.dtype)),)
 
 
 # ----------------------------------------------------------------------------------------------
