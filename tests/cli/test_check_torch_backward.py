@@ -4,11 +4,27 @@ without being an nn.Module, crashed loading NumPy weights and blamed the user's 
 now refused in one line (exit 2); a torch causal class's dropout, drawn from torch's stream, is
 said in the verdict not to be checked."""
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from npattn.cli.main import main
+import npattn
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
+
+
+def main(argv):
+    """``npattn`` in a fresh process: the check forks, and a process whose torch has started its
+    threads (this test session's) must not fork."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(npattn.__file__).parents[1]), env.get("PYTHONPATH")]))
+    done = subprocess.run([sys.executable, "-m", "npattn", *argv], capture_output=True, text=True, env=env, timeout=300)
+    sys.stdout.write(done.stdout)
+    sys.stderr.write(done.stderr)
+    return done.returncode
 
 CLASSES = '''
 import numpy as np, torch, torch.nn as nn
