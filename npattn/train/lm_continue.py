@@ -49,10 +49,9 @@ def check_tokens_fit(history: Any, loader: Any, where: str) -> None:
     """A history that stands inside an epoch goes on with the loader it was made with: inside the
     first epoch the tokens it counts are the tokens ``loader`` (npattn's DataLoader) gives over its
     first ``batch`` batches; inside a later one at least those (earlier epochs may have had other
-    loaders). A
-    loader of another batch size, window length, stride or text would go on at another window than
-    the run reached (batch 20 of batch size 8 is window 160, of batch size 4 window 80). At an
-    epoch's start any loader may go on; other loaders are not checked (their sizes are unknown).
+    loaders). A loader of another batch size, window length, stride or text would go on at another
+    window than the run reached (batch 20 of batch size 8 is window 160, of batch size 4 window 80).
+    At an epoch's start any loader may go on; other loaders are not checked (their sizes are unknown).
 
     Raises:
         ConfigError: naming the tokens the history counts and the tokens this loader gives.

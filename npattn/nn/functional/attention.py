@@ -339,7 +339,6 @@ def dropout_forward(attn_weights: np.ndarray, keep: np.ndarray, p: float) -> tup
     wide = np.promote_types(dtype, np.float32)  # PyTorch's opmath type: float for half
     with np.errstate(over="ignore"):  # float16 at p near 1: 1/(1 - p) is inf there, as in PyTorch
         scale = (np.ones((), dtype=wide) / np.asarray(1.0 - p, dtype=wide)).astype(dtype)
-    # PyTorch's noise = keep / (1 - p): 0 where dropped (never 0 * inf = NaN), the scale where kept
     if np.isfinite(scale):
         out = attn_weights * keep * scale
     else:  # PyTorch's noise = keep / (1 - p): 0 where dropped (never 0 * inf = NaN), inf where kept

@@ -202,8 +202,8 @@ def gelu_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     # forward: out = 0.5 * x * (1 + t),  t = tanh(c * (x + 0.044715 * x^3))
     x, t = cache  # float16's x and t in float32 (see the forward)
     _check_grad("gelu_backward", d_out, x.shape)
-    given = d_out
-    if x.dtype == np.float32 and d_out.dtype == np.float16:  # computed in float32, rounded once to float16
+    half = x.dtype == np.float32 and d_out.dtype == np.float16  # computed in float32, rounded once to float16
+    if half:
         d_out = d_out.astype(np.float32)
     c, a3 = x.dtype.type(GELU_SQRT_2_OVER_PI), x.dtype.type(3 * GELU_CUBIC)
     with np.errstate(over="ignore"):
@@ -222,7 +222,7 @@ def gelu_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     dx += 1
     dx *= x.dtype.type(0.5)
     dx *= d_out
-    return (dx.astype(given.dtype) if given is not d_out else dx,)
+    return (dx.astype(np.float16) if half else dx,)
 
 
 # ----------------------------------------------------------------------------------------------
