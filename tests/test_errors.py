@@ -250,6 +250,16 @@ def _load(state: Any) -> Any:
     return npattn.SelfAttention_v1(3, 2, rng=0).load_state_dict(state)
 
 
+def _load_tied_with_two_values() -> Any:
+    """GPT-2's tying (one Parameter, two names) given a different value under each name."""
+    cfg = dict(vocab_size=5, context_length=3, emb_dim=4, n_heads=1, n_layers=1, drop_rate=0.0, qkv_bias=False)
+    model = npattn.GPTModel(cfg, rng=0)
+    model.out_head.weight = model.tok_emb.weight
+    state = model.state_dict()
+    state["out_head.weight"] = state["out_head.weight"] + 1
+    return model.load_state_dict(state)
+
+
 class _NoParameters(npattn.Module):
     def forward(self, x: Any) -> Any:
         return x
@@ -339,6 +349,13 @@ def library_bad_inputs() -> list[BadInput]:
             lambda: _load(_state_dict_with(bias=np.zeros(2))),
             npattn.StateDictError,
             'Unexpected key(s) in state_dict: "bias"',
+        ),
+        (
+            "load_state_dict(sd)",
+            "tied weights given two values",
+            _load_tied_with_two_values,
+            npattn.StateDictError,
+            "out_head.weight and tok_emb.weight name one tied parameter",
         ),
         (
             "load_state_dict(sd)",

@@ -27,15 +27,14 @@ class IncompatibleKeys(NamedTuple):
 
 def state_targets(module: Any) -> OrderedDict[str, tuple[Any, str, np.ndarray]]:
     """name -> (owning module, attribute name, the live array) for every state_dict entry of the
-    Module ``module``: each parameter once, then the persistent buffers, module by module."""
+    Module ``module``: its parameters, then its persistent buffers, module by module. A Parameter
+    shared by two modules (tied weights, ``out_head.weight = tok_emb.weight``) has an entry under
+    each name, as in PyTorch's ``state_dict``."""
     targets: OrderedDict[str, tuple[Any, str, np.ndarray]] = OrderedDict()
-    seen: set[int] = set()
     for module_name, sub in module.named_modules():
         dot = f"{module_name}." if module_name else ""
         for name, param in sub._parameters.items():
-            if id(param) not in seen:
-                seen.add(id(param))
-                targets[dot + name] = (sub, name, param.data)
+            targets[dot + name] = (sub, name, param.data)
         for name, buf in sub._buffers.items():
             if name not in sub._non_persistent:
                 targets[dot + name] = (sub, name, buf)
@@ -50,7 +49,13 @@ def load_state(module: Any, state_dict: Mapping[str, Any], strict: bool = True) 
         raise StateDictError(f"load_state_dict expects a mapping of name -> array, got {type(state_dict).__name__}")
     strict = check_bool(strict, "strict")
     targets = state_targets(module)
-    missing = [k for k in targets if k not in state_dict]
+    first_key: dict[int, str] = {}  # id of a live array -> the first key naming it
+    for key, (_, _, target) in targets.items():
+        if key in state_dict:
+            first_key.setdefault(id(target), key)
+    # A tied parameter is fully given by any one of its names (files written before its other names
+    # were saved have one); it is missing only when none of them is in the state dict.
+    missing = [k for k, (_, _, t) in targets.items() if k not in state_dict and id(t) not in first_key]
     unexpected = [k for k in state_dict if k not in targets]
     problems: list[str] = []
     if strict and missing:
@@ -60,6 +65,18 @@ def load_state(module: Any, state_dict: Mapping[str, Any], strict: bool = True) 
     ready: list[tuple[np.ndarray, np.ndarray]] = []
     for key, (owner, name, target) in targets.items():
         if key not in state_dict:
+            continue
+        twin = first_key[id(target)]
+        if twin != key:  # a tied parameter's second name: the same values or a refusal, never the last one
+            try:
+                same = np.array_equal(as_array(state_dict[key], key), as_array(state_dict[twin], twin))
+            except (TypeError, ValueError):
+                same = False
+            if not same:
+                problems.append(
+                    f"{key} and {twin} name one tied parameter in the current model but hold different "
+                    "values in the state_dict (or one is not a numeric array)."
+                )
             continue
         try:
             value = as_array(state_dict[key], key)

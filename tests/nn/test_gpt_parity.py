@@ -8,7 +8,6 @@ moving both ways under strict loading.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -83,16 +82,6 @@ def test_matches_torch_fixture(case):
 
 
 # ------------------------------------------------------------------ live, with torch installed
-
-
-@pytest.fixture(scope="module")
-def book():
-    """The fixture script as a module: the book's torch classes, CASES, run_torch."""
-    pytest.importorskip("torch")
-    spec = importlib.util.spec_from_file_location("make_gpt_fixtures", FIXTURES / "make_gpt_fixtures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.torch
