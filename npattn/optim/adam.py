@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn.errors import ConfigError
+from npattn.errors import ConfigError, StateDictError
 from npattn.nn.module import Parameter
 from npattn.optim.checks import adam_settings, check_adam_buffers, check_torch_switches
 from npattn.optim.optimizer import Optimizer, ParamsLike, Update
@@ -112,7 +112,15 @@ class Adam(Optimizer):
             buffers["max_exp_avg_sq"] = state["max_exp_avg_sq"]
         # The same arithmetic in PyTorch's order: lr / (1 - beta1^t) and sqrt(v) / sqrt(1 - beta2^t) + eps.
         step_size = lr / (1 - beta1 ** min(t, 2**1023))  # a larger int has no float (beta**t is 0 long before)
-        denom = np.sqrt(v, out=tmp)
+        with np.errstate(invalid="raise"):  # only a negative v raises (a NaN passes quietly, as in torch)
+            try:
+                denom = np.sqrt(v, out=tmp)
+            except FloatingPointError:
+                name = "max_exp_avg_sq" if group["amsgrad"] else "exp_avg_sq"
+                raise StateDictError(
+                    f"{type(self).__name__}.step: the state {name!r} holds negative values (a running mean of "
+                    "squares is >= 0; was it edited by hand?): its square root would make the weights NaN"
+                ) from None
         denom /= math.sqrt(1 - beta2 ** min(t, 2**1023))
         denom += eps
         np.divide(m, denom, out=denom)

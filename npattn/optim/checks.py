@@ -168,7 +168,9 @@ def check_grad(p: Parameter, what: Any) -> np.ndarray:
 def check_buffer_shapes(
     buffers: Any, p: Parameter, names: tuple[str, ...], owner: str, what: Any, error: type[Exception]
 ) -> None:
-    """A parameter's state: a dict of known buffer names, every array of the parameter's shape."""
+    """A parameter's state: a dict of known buffer names, every array of the parameter's shape and
+    dtype (``step()`` computes with them as they are: an integer or bool buffer edited in by hand
+    would train with it)."""
     if type(buffers) is not dict and not isinstance(buffers, Mapping):
         raise error(f"{name_of(what)}: its state must be a dict of buffers, got {type(buffers).__name__}")
     if not buffers.keys() <= frozenset(names):
@@ -176,13 +178,15 @@ def check_buffer_shapes(
         raise error(
             f"{name_of(what)}: unknown state {', '.join(map(repr, unknown))} ({owner} keeps {', '.join(names)})"
         )
-    shape = p.shape
+    shape, dtype = p.shape, p.data.dtype
     for name, value in buffers.items():
-        if name != "step" and (type(value) is not np.ndarray or value.shape != shape):
-            if isinstance(value, np.ndarray) and value.shape == shape:
-                continue  # an ndarray subclass
+        if name == "step":
+            continue
+        if not isinstance(value, np.ndarray) or value.shape != shape:
             got = value.shape if isinstance(value, np.ndarray) else type(value).__name__
             raise error(f"{name_of(what)}: state {name!r} has shape {got}, the parameter has {shape}")
+        if value.dtype != dtype:
+            raise error(f"{name_of(what)}: state {name!r} has dtype {value.dtype}, the parameter has {dtype}")
 
 
 def check_adam_buffers(

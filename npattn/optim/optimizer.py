@@ -165,8 +165,10 @@ class Optimizer:
         Raises:
             ConfigError: a closure that is not callable; a setting in ``param_groups`` out of range
                 or missing (deleted), a Parameter listed twice.
-            ShapeError, DTypeError: a ``.grad`` or optimizer buffer that does not fit its
-                parameter, or a read-only ``.data``.
+            ShapeError, DTypeError: a ``.grad`` that does not fit its parameter.
+            StateDictError: an optimizer buffer (edited by hand) of another shape or dtype than its
+                parameter, Adam's ``step`` below 1 or a negative ``exp_avg_sq``.
+            ConfigError: a read-only ``.data``.
         """
         loss = None
         if closure is not None:

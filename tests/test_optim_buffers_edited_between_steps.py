@@ -1,0 +1,64 @@
+"""Optimizer buffers edited by hand between steps (``opt.state[p]["exp_avg_sq"][...] = -1``, a bool
+or int ``exp_avg`` put in its place): ``step`` used them as they were (a negative running mean of
+squares made the weights NaN; an int moment trained with truncated numbers). They are refused as
+``load_state_dict`` refuses them, and the failed step changes nothing."""
+
+import numpy as np
+import pytest
+
+from npattn.errors import StateDictError
+from npattn.nn.module import Parameter
+from npattn.optim import SGD, Adam, AdamW
+
+
+def stepped(cls, **kw):
+    p = Parameter(np.array([[1.0, -2.0], [0.5, 3.0]]))
+    p.grad = np.array([[0.1, 0.2], [-0.3, 0.4]])
+    opt = cls([p], lr=0.1, **kw)
+    opt.step()
+    return p, opt
+
+
+def snapshot(p, opt):
+    return p.data.copy(), {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in opt.state[p].items()}
+
+
+def assert_unchanged(p, opt, before):
+    data, state = before
+    np.testing.assert_array_equal(p.data, data)
+    assert opt.state[p].keys() == state.keys()
+    for k, v in state.items():
+        np.testing.assert_array_equal(opt.state[p][k], v)
+
+
+@pytest.mark.parametrize(
+    "cls,kw,name", [(Adam, {}, "exp_avg_sq"), (AdamW, {}, "exp_avg_sq"), (Adam, {"amsgrad": True}, "max_exp_avg_sq")]
+)
+def test_a_negative_running_mean_of_squares_is_refused(cls, kw, name):
+    p, opt = stepped(cls, **kw)
+    for key in ("exp_avg_sq", "max_exp_avg_sq"):
+        if key in opt.state[p]:
+            opt.state[p][key][...] = -1.0
+    before = snapshot(p, opt)
+    with pytest.raises(StateDictError, match=rf"{cls.__name__}\.step: the state '{name}' holds negative values"):
+        opt.step()
+    assert_unchanged(p, opt, before)
+
+
+@pytest.mark.parametrize("dtype", [bool, np.int64, np.float32])
+@pytest.mark.parametrize("cls,name", [(Adam, "exp_avg"), (Adam, "exp_avg_sq"), (SGD, "momentum_buffer")])
+def test_a_buffer_of_another_dtype_is_refused(cls, name, dtype):
+    p, opt = stepped(cls, **({"momentum": 0.9} if cls is SGD else {}))
+    opt.state[p][name] = np.ones(p.shape, dtype)
+    before = snapshot(p, opt)
+    with pytest.raises(StateDictError, match=rf"state '{name}' has dtype {np.dtype(dtype)}, the parameter has float64"):
+        opt.step()
+    assert_unchanged(p, opt, before)
+
+
+def test_a_nan_gradient_still_gives_nan_weights_as_in_torch():
+    """Only a negative buffer raises: NaN passes through the square root quietly, as in PyTorch."""
+    p, opt = stepped(Adam)
+    p.grad = np.full(p.shape, np.nan)
+    opt.step()
+    assert np.isnan(p.data).all()
