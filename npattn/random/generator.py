@@ -154,6 +154,8 @@ class TorchGenerator:
 
         PyTorch computes ``u * (high - low) + low`` in the tensor's dtype; its x86-64 AVX2 and
         AVX-512 kernels contract that to one fused multiply-add (rounded once), and so does this.
+        A sample that rounds up to ``high`` (ranges a few ulps wide) is ``low``, as in PyTorch,
+        so every sample lies in [low, high).
 
         ``shape`` is a tuple or an int (``uniform(3, 0, 1)`` draws 3 samples).
 
@@ -175,7 +177,11 @@ class TorchGenerator:
             )
         u = self.rand(*shape, dtype=dtype)
         fma = fma_float32 if dtype == np.float32 else fma_float64
-        return fma(u, span, lo).reshape(u.shape)
+        out = fma(u, span, lo).reshape(u.shape)
+        # u < 1, but u * span + low rounds up to high in ranges a few ulps wide: torch keeps such a
+        # sample in [low, high) by giving low instead
+        out[out >= hi] = lo
+        return out
 
     def normal(
         self, shape: tuple[int, ...], mean: float = 0.0, std: float = 1.0, dtype: Any = np.float32
