@@ -16,7 +16,7 @@ MAX_LINES = 500
 # Bottom to top. A module may import from its own layer or a lower one, never a higher one.
 # A module belongs to the layer of its longest matching prefix.
 LAYERS: list[tuple[str, ...]] = [
-    ("npattn.errors", "npattn._checks", "npattn._html", "npattn._interrupts"),
+    ("npattn.errors", "npattn._scalars", "npattn._checks", "npattn._html", "npattn._interrupts"),
     ("npattn.random", "npattn.book"),
     ("npattn.nn.functional",),
     ("npattn.kernels",),

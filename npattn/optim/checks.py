@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_bool, finite_float, from_tensor, shown
+from npattn._checks import as_array, as_number, check_bool, finite_float, from_tensor, shown
 from npattn.errors import ConfigError, DTypeError, ShapeError, StateDictError
 from npattn.nn.module import Parameter
 
@@ -39,15 +39,6 @@ __all__ = [
     "sgd_settings",
     "step_count",
 ]
-
-
-def as_number(value: Any) -> Any:
-    """A 0-d array, NumPy scalar or 0-d torch tensor as the Python number it holds (torch
-    takes a tensor learning rate); anything else unchanged, for the caller's check to describe."""
-    value = from_tensor(value)
-    if isinstance(value, (np.ndarray, np.generic)) and value.ndim == 0 and value.dtype.kind in "iuf":
-        return value.item()
-    return value
 
 
 def _nonnegative(value: Any, name: str) -> float:
