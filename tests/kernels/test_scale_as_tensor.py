@@ -1,0 +1,29 @@
+"""``attention(scale=...)`` given the book's scale as a 0-d array, NumPy scalar or 0-d tensor (as a
+PyTorch user passes ``scale=torch.tensor(0.5)``) was refused with a message naming that same 0.5 as
+the scale npattn uses; it is the book's scale and runs. Other scales are still refused."""
+
+import numpy as np
+import pytest
+
+from npattn import kernels
+from npattn.errors import ConfigError
+
+Q = np.random.default_rng(0).standard_normal((5, 4))
+
+
+@pytest.mark.parametrize("scale", [0.5, np.float32(0.5), np.array(0.5), np.float64(0.5)], ids=repr)
+def test_the_books_scale_in_any_numeric_form_runs(scale):
+    want, _ = kernels.attention(Q, Q, Q)
+    got, _ = kernels.attention(Q, Q, Q, scale=scale)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_torch_scalar_scale_runs():
+    torch = pytest.importorskip("torch")
+    np.testing.assert_array_equal(kernels.attention(Q, Q, Q, scale=torch.tensor(0.5))[0], kernels.attention(Q, Q, Q)[0])
+
+
+@pytest.mark.parametrize("scale", [np.array(0.25), np.array([0.5]), "0.5", True], ids=repr)
+def test_other_scales_are_refused(scale):
+    with pytest.raises(ConfigError, match=r"is not supported: npattn scales the scores by 1/sqrt\(k\) = 0\.5"):
+        kernels.attention(Q, Q, Q, scale=scale)
