@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -256,6 +257,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     raise NpattnError(f"unknown command {args.command}")
 
 
+_OPTION = re.compile(r"--[A-Za-z][-A-Za-z0-9_]*")
+
+
 def _repeated_option(argv: Sequence[str]) -> str | None:
     """The first long option given twice (argparse keeps the last: ``--save a --save b`` would
     write only b), or None. Arguments after ``--`` are not options."""
@@ -263,8 +267,8 @@ def _repeated_option(argv: Sequence[str]) -> str | None:
     for arg in argv:
         if arg == "--":
             break
-        if arg.startswith("--"):
-            option = arg.split("=", 1)[0]
+        option = arg.split("=", 1)[0]
+        if _OPTION.fullmatch(option):  # "-- hi", a value with a space, is no option (argparse agrees)
             if option in seen:
                 return option
             seen.add(option)
