@@ -47,6 +47,18 @@ class History:
             self.moved_since_log.setdefault(name, []).append(float(np.linalg.norm(p.data - self.last_log[name])))
             self.last_log[name] = p.data.copy()
 
+    def logged_other_weights(self, model: Module) -> bool:
+        """Whether some parameter of ``model`` differs from what the last log recorded."""
+        return any(not np.array_equal(p.data, self.last_log[name]) for name, p in model.named_parameters())
+
+    def unlog(self, last_log: dict[str, np.ndarray]) -> None:
+        """Undo the last ``log``, given the ``last_log`` it replaced."""
+        self.log_steps.pop()
+        for name in last_log:
+            self.moved_from_start[name].pop()
+            self.moved_since_log[name].pop()
+        self.last_log = dict(last_log)
+
     def copy(self) -> History:
         """A copy sharing nothing a caller could change in place (new lists of the same floats, new
         arrays): what ``train_task`` hands a callback, in time linear in the lists' lengths."""

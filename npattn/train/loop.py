@@ -323,7 +323,8 @@ def fit(
 
     ``batches(step) -> (x, target)``. Every ``log_every`` updates (and after the last) the history
     logs how far each parameter moved and ``on_log(step, loss, history)`` is called;
-    ``on_step(step, history)`` runs after every update (``train_task`` saves checkpoints there).
+    ``on_step(step, history)`` runs after every update, before ``on_log`` (``train_task`` saves
+    checkpoints there); weights it changes (clipping, a max-norm) are the ones the step's log records.
 
     Raises:
         ConfigError: a negative or non-integer count, ``start_step`` above ``steps``, a callback or
@@ -381,12 +382,17 @@ def fit(
         optimizer.zero_grad()
         history.loss.append(float(loss))
         done = step + 1
-        if (log_every and done % log_every == 0) or done == steps:
+        logged = bool((log_every and done % log_every == 0) or done == steps)
+        if logged:
+            before = dict(history.last_log)
             history.log(model, done)
-            if on_log:
-                on_log(done, float(loss), history)
         if on_step:
             on_step(done, history)
+            if logged and history.logged_other_weights(model):  # on_step changed them (clipping, a max-norm)
+                history.unlog(before)
+                history.log(model, done)  # the log describes the weights the step ends with
+        if logged and on_log:
+            on_log(done, float(loss), history)
     return history
 
 
