@@ -41,7 +41,13 @@ from npattn.nn.module import Module
 from npattn.optim import Optimizer
 from npattn.train.book_device import book_device
 from npattn.train.generate import check_vocab_settings, generate
-from npattn.train.lm_continue import check_continues, check_same_order, check_step_count, check_tokens_fit
+from npattn.train.lm_continue import (
+    check_continues,
+    check_same_order,
+    check_step_count,
+    check_tokens_fit,
+    windows_digest,
+)
 from npattn.train.lm_history import LMHistory, progress_line
 from npattn.train.lm_history import differences as differences
 from npattn.train.loop import check_callback, check_finite, check_optimizer_of, check_updated, check_weights_finite
@@ -401,6 +407,7 @@ def train_lm(
     npattn_loader = isinstance(train_loader, DataLoader)  # the order its epochs give: recorded for a continuation
     history.loader_shuffle = train_loader.shuffle if npattn_loader else None
     history.loader_seed = train_loader.seed if npattn_loader else None
+    history.loader_windows = windows_digest(train_loader) if npattn_loader else None
 
     def evaluate(epoch: int) -> None:
         train_loss, val_loss = evaluate_model(model, train_loader, val_loader, eval_iter)

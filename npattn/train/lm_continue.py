@@ -3,11 +3,29 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
+
+import numpy as np
 
 from npattn.errors import CheckpointError, ConfigError
 
-__all__ = ["check_continues", "check_same_order", "check_step_count", "check_tokens_fit"]
+__all__ = ["check_continues", "check_same_order", "check_step_count", "check_tokens_fit", "windows_digest"]
+
+
+def windows_digest(loader: Any) -> str | None:
+    """SHA-256 (hex) of the windows an npattn DataLoader's epochs are made of (its dataset's
+    ``input_ids`` and ``target_ids``: the text, the window length and the stride), or None for a
+    loader whose dataset does not hold them."""
+    dataset = getattr(loader, "dataset", None)
+    inputs, targets = getattr(dataset, "input_ids", None), getattr(dataset, "target_ids", None)
+    if not isinstance(inputs, np.ndarray) or not isinstance(targets, np.ndarray):
+        return None
+    digest = hashlib.sha256()
+    for arr in (inputs, targets):
+        digest.update(repr((arr.shape, arr.dtype.str)).encode())
+        digest.update(np.ascontiguousarray(arr).tobytes())
+    return digest.hexdigest()
 
 
 def check_continues(
@@ -109,8 +127,9 @@ def check_step_count(history: Any, steps_per_epoch: int, where: str) -> None:
 
 def check_same_order(history: Any, loader: Any, where: str) -> None:
     """Inside an epoch, the loader goes on in the order the history's batches were drawn in: the
-    ``shuffle`` and (when shuffled) the ``seed`` the history recorded of npattn's DataLoader. A
-    history that recorded none (another loader, or saved before they were recorded) is not checked.
+    ``shuffle``, (when shuffled) the ``seed`` and the windows (``windows_digest``) the history
+    recorded of npattn's DataLoader. A history that recorded none (another loader, or saved before
+    they were recorded) is not checked.
 
     Raises:
         ConfigError: naming the recorded and the given shuffle and seed.
@@ -119,6 +138,14 @@ def check_same_order(history: Any, loader: Any, where: str) -> None:
         return  # at an epoch's start any loader may go on
     shuffle, seed = getattr(loader, "shuffle", None), getattr(loader, "seed", None)
     same = shuffle == history.loader_shuffle and (not shuffle or seed == history.loader_seed)
+    windows = windows_digest(loader)
+    if same and history.loader_windows is not None and windows != history.loader_windows:
+        raise ConfigError(
+            f"{where}: the history stands at batch {history.batch} inside epoch {history.epoch} of a loader over "
+            "other windows than this train_loader's (another text, window length or stride): going on inside the "
+            "epoch would train on windows the run never reached in that order; continue with the loader the "
+            "history was made with, or from an epoch's start"
+        )
     if not same:
         raise ConfigError(
             f"{where}: the history stands at batch {history.batch} inside epoch {history.epoch} of a loader with "

@@ -6,6 +6,7 @@ its counters checked against the step count, and the progress line ``train_lm`` 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,8 +23,9 @@ class LMHistory:
     global_step), ``train_losses[i]``, ``val_losses[i]`` and ``track_tokens_seen[i]``; the samples
     generated after each epoch as (global_step, text); where the run stands (``global_step``,
     ``epoch`` and ``batch``, the next batch of that epoch; ``tokens_seen``; ``seconds`` of training);
-    the ``shuffle`` and ``seed`` of the npattn DataLoader the run last trained on (``loader_shuffle``,
-    ``loader_seed``; None for another loader, or a history saved before they were recorded)."""
+    the ``shuffle``, ``seed`` and windows (SHA-256 of its dataset's windows) of the npattn DataLoader
+    the run last trained on (``loader_shuffle``, ``loader_seed``, ``loader_windows``; None for
+    another loader, or a history saved before they were recorded)."""
 
     train_losses: list[float] = field(default_factory=list)
     val_losses: list[float] = field(default_factory=list)
@@ -37,6 +39,7 @@ class LMHistory:
     seconds: float = 0.0
     loader_shuffle: bool | None = None
     loader_seed: int | None = None
+    loader_windows: str | None = None
 
     def state_dict(self) -> dict[str, Any]:
         """Plain lists and numbers (for checkpoints)."""
@@ -53,6 +56,7 @@ class LMHistory:
             "seconds": self.seconds,
             "loader_shuffle": self.loader_shuffle,
             "loader_seed": self.loader_seed,
+            "loader_windows": self.loader_windows,
         }
 
     @classmethod
@@ -66,7 +70,7 @@ class LMHistory:
         names = [f.name for f in dataclasses.fields(cls)]
         if not isinstance(state, dict):
             raise CheckpointError(f"the history must be a dict of {names}, got {type(state).__name__}")
-        optional = ("loader_shuffle", "loader_seed")  # absent from histories saved before they were recorded
+        optional = ("loader_shuffle", "loader_seed", "loader_windows")  # absent from histories saved before them
         missing = [k for k in names if k not in state and k not in optional]
         extra = sorted(str(k) for k in state if k not in names)
         if missing or extra:
@@ -116,6 +120,10 @@ class LMHistory:
             raise CheckpointError(f"history.loader_shuffle must be True, False or None, got {shuffle!r}")
         history.loader_shuffle = None if shuffle is None else bool(shuffle)
         history.loader_seed = None if seed is None else number("loader_seed", seed, int, 0)
+        windows = state.get("loader_windows")
+        if windows is not None and not (isinstance(windows, str) and re.fullmatch("[0-9a-f]{64}", windows)):
+            raise CheckpointError(f"history.loader_windows must be a SHA-256 in hex or None, got {windows!r:.80}")
+        history.loader_windows = windows
         lengths = {len(getattr(history, k)) for k in ("train_losses", "val_losses", "track_tokens_seen", "eval_steps")}
         if len(lengths) != 1:
             raise CheckpointError(
