@@ -28,7 +28,7 @@ import io
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import numpy as np
 
@@ -121,13 +121,36 @@ class BatchLoss:
     def __neg__(self) -> BatchLoss:
         return self._scaled(-1.0, "*")
 
-    def __add__(self, *other: Any) -> BatchLoss:
+    def _refused(self, op: str) -> NoReturn:
         raise ConfigError(
-            "a BatchLoss can be scaled by a number (loss / accum_steps), not added to: call backward() on each "
-            "loss (the gradients accumulate in .grad), or add float(loss) values to report them"
+            f"{op}: a BatchLoss can only be multiplied or divided by a finite number (loss / accum_steps) or "
+            "negated, which scales its gradients alike; for anything else call backward() on each loss (the "
+            "gradients accumulate in .grad), or compute with float(loss) to report it"
         )
 
-    __radd__ = __sub__ = __rsub__ = __pow__ = __rpow__ = __rtruediv__ = __abs__ = __add__
+    def __add__(self, other: Any) -> NoReturn:
+        self._refused(f"loss + {other!r:.40}")
+
+    def __radd__(self, other: Any) -> NoReturn:
+        self._refused(f"{other!r:.40} + loss")
+
+    def __sub__(self, other: Any) -> NoReturn:
+        self._refused(f"loss - {other!r:.40}")
+
+    def __rsub__(self, other: Any) -> NoReturn:
+        self._refused(f"{other!r:.40} - loss")
+
+    def __pow__(self, other: Any) -> NoReturn:
+        self._refused(f"loss ** {other!r:.40}")
+
+    def __rpow__(self, other: Any) -> NoReturn:
+        self._refused(f"{other!r:.40} ** loss")
+
+    def __rtruediv__(self, other: Any) -> NoReturn:
+        self._refused(f"{other!r:.40} / loss (the loss as a divisor)")
+
+    def __abs__(self) -> NoReturn:
+        self._refused("abs(loss)")
 
     def backward(self) -> None:
         """Raises BackwardError if the model ran another forward after this loss was computed, or

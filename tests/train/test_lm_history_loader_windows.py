@@ -73,5 +73,5 @@ def test_a_bad_digest_is_refused(bad):
     model, opt = setup()
     sd = run(model, opt, loader(), max_steps=1).state_dict()
     sd["loader_windows"] = bad
-    with pytest.raises(CheckpointError, match="history.loader_windows must be a SHA-256 in hex or None"):
+    with pytest.raises(CheckpointError, match=r"history\.loader_windows must be a SHA-256 in hex or None"):
         LMHistory.from_state_dict(sd)
