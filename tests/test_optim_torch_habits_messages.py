@@ -7,10 +7,9 @@ import copy
 import numpy as np
 import pytest
 
-from npattn.errors import ConfigError, StateDictError
-from npattn.nn.layers import Linear
+from npattn.errors import StateDictError
 from npattn.nn.module import Parameter
-from npattn.optim import SGD, Adam
+from npattn.optim import Adam
 
 
 def _stepped():
@@ -47,10 +46,3 @@ def test_string_state_keys_say_they_must_be_ints():
     with pytest.raises(StateDictError, match=r"'state' must be keyed by int indices .*got '0' \(use 0; a JSON"):
         opt.load_state_dict(sd)
     assert opt.state == {}
-
-
-@pytest.mark.parametrize("cls", [SGD, Adam])
-def test_named_parameters_say_how_to_pass_them(cls):
-    layer = Linear(2, 3)
-    with pytest.raises(ConfigError, match=r"named parameters are not supported; pass model.parameters\(\)"):
-        cls(layer.named_parameters())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable, KeysView, Mapping, Set
+from collections.abc import Iterable, Iterator, KeysView, Mapping, Set
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ __all__ = [
     "saved_group",
     "saved_index",
     "sgd_settings",
+    "split_names",
     "step_count",
 ]
 
@@ -328,14 +329,41 @@ def saved_index(key: Any, what: str) -> int:
     return int(key)
 
 
+def _named(p: Any) -> bool:
+    return isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)
+
+
+def split_names(params: Any, given_names: Any, where: str) -> tuple[Any, list[str] | None]:
+    """A group's ``params`` and its parameters' names: ``model.named_parameters()`` gives (name,
+    Parameter) pairs, which torch 2.x takes and records as the group's ``param_names``; a group may
+    also carry ``param_names`` itself (one str per parameter). Anything else is left for
+    ``_check_params`` to describe.
+
+    Raises:
+        ConfigError: some entries named and others not; ``param_names`` not one str per parameter.
+    """
+    if isinstance(params, Parameter) or not isinstance(params, (list, tuple, Iterator)):
+        listed = params
+    else:
+        listed = list(params)
+    if isinstance(listed, list) and any(_named(p) for p in listed):
+        if not all(_named(p) for p in listed):
+            raise ConfigError(f"{where}all optimizer params should be with/without names. Some param names are missing")
+        if given_names is not None:
+            raise ConfigError(f"{where}give (name, Parameter) pairs or 'param_names', not both")
+        return [p for _, p in listed], [name for name, _ in listed]
+    if given_names is None:
+        return listed, None
+    count = len(listed) if isinstance(listed, list) else 1
+    if not isinstance(given_names, (list, tuple)) or len(given_names) != count or not all(
+        isinstance(n, str) for n in given_names
+    ):
+        raise ConfigError(f"{where}'param_names' must list one name (a str) per parameter, got {given_names!r:.80}")
+    return listed, list(given_names)
+
+
 def not_a_parameter(owner: str, p: Any) -> ConfigError:
-    """The error for a ``params`` entry that is not an npattn.Parameter; a (name, Parameter) pair
-    (``model.named_parameters()``, which torch 2.x takes) gets the way to pass it."""
-    if isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) and isinstance(p[1], Parameter):
-        return ConfigError(
-            f"{owner} takes Parameters, got a (name, Parameter) pair ({p[0]!r}): named parameters are not "
-            "supported; pass model.parameters(), or [p for _, p in model.named_parameters()]"
-        )
+    """The error for a ``params`` entry that is not an npattn.Parameter."""
     return ConfigError(f"{owner} can only optimize npattn.Parameter, got {type(p).__name__}")
 
 

@@ -25,6 +25,7 @@ from npattn.optim.checks import (
     refuse_shared_weights,
     saved_group,
     saved_index,
+    split_names,
 )
 
 __all__ = ["DELETED", "Optimizer", "ParamsLike", "Update"]
@@ -85,13 +86,13 @@ class Optimizer:
             except ConfigError as exc:
                 raise ConfigError(f"{where}{exc}") from None
             group = {k: v for k, v in group.items() if k not in switches}
-        if not group.keys() <= {"params", *self.defaults}:
-            unknown = sorted(str(k) for k in group if k != "params" and k not in self.defaults)
+        if not group.keys() <= {"params", "param_names", *self.defaults}:
+            unknown = sorted(str(k) for k in group if k not in ("params", "param_names") and k not in self.defaults)
             raise ConfigError(
                 f"{where}unknown setting(s) {', '.join(map(repr, unknown))} for {type(self).__name__} "
                 f"(it takes {', '.join(self.defaults)})"
             )
-        settings = {**self.defaults, **{k: v for k, v in group.items() if k != "params"}}
+        settings = {**self.defaults, **{k: v for k, v in group.items() if k not in ("params", "param_names")}}
         return self._check_settings(settings, where)
 
     def _check_switches(self, switches: dict[str, Any]) -> None:
@@ -138,9 +139,15 @@ class Optimizer:
             got = "a dict without 'params'" if isinstance(group, Mapping) else type(group).__name__
             raise ConfigError(f"{where}expected a dict such as {{'params': [...], 'lr': 0.01}}, got {got}")
         settings = self._check_group(group, where)
+        given, names = split_names(group["params"], group.get("param_names"), where)
+        if self.param_groups and (names is None) != ("param_names" not in self.param_groups[0]):
+            raise ConfigError(
+                f"{where}all optimizer param groups should be with/without names: cannot add a group "
+                f"{'without' if names is None else 'with'} names (model.named_parameters()) to this optimizer"
+            )
         others = [p for g in self.param_groups for p in g["params"]]
-        params = self._check_params(group["params"], where, others)
-        self.param_groups.append({**settings, "params": params})
+        params = self._check_params(given, where, others)
+        self.param_groups.append({**settings, "params": params, **({} if names is None else {"param_names": names})})
 
     def zero_grad(self, set_to_none: bool = False) -> None:
         """Set every parameter's ``.grad`` to zeros, in place (a ``.grad`` that is None stays None:
@@ -231,7 +238,12 @@ class Optimizer:
         flag = getattr(self, "decoupled_weight_decay", None)  # Adam and AdamW record it, as torch's do
         flags = {} if flag is None else {"decoupled_weight_decay": flag}
         groups = [
-            {**{k: v for k, v in g.items() if k != "params"}, **flags, "params": [index[id(p)] for p in g["params"]]}
+            {
+                **{k: v for k, v in g.items() if k not in ("params", "param_names")},
+                **flags,
+                "params": [index[id(p)] for p in g["params"]],
+                **({"param_names": list(g["param_names"])} if "param_names" in g else {}),
+            }
             for g in self.param_groups
         ]
         state = {index[id(p)]: copy.deepcopy(s) for p, s in self.state.items() if id(p) in index}
@@ -265,6 +277,7 @@ class Optimizer:
             )
         by_index: dict[int, Parameter] = {}
         new_settings = []
+        new_names: list[list[str] | None] = []  # torch keeps the saved names, or the current ones if none
         for i, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
             where = f"parameter group {i}: "
             if not isinstance(saved, Mapping) or not isinstance(saved.get("params"), (list, tuple)):
@@ -281,6 +294,16 @@ class Optimizer:
                     f"parameter group {i}: the state dict has {len(saved['params'])} parameters, "
                     f"this optimizer has {len(group['params'])}"
                 )
+            names = saved.get("param_names")
+            if names is not None and (
+                not isinstance(names, (list, tuple))
+                or len(names) != len(saved["params"])
+                or not all(isinstance(n, str) for n in names)
+            ):
+                raise StateDictError(
+                    f"{where}'param_names' must list one name (a str) per parameter, got {names!r:.80}"
+                )
+            new_names.append(None if names is None else list(names))
             for k, p in zip(saved["params"], group["params"]):
                 if saved_index(k, f"{where}'params' must list") in by_index:
                     raise StateDictError(f"{where}parameter index {int(k)} is listed twice; indices must be distinct")
@@ -298,8 +321,10 @@ class Optimizer:
             self._check_buffers(converted, param, group_settings, what, StateDictError)
             check_buffer_values(converted, what)
             new_state[param] = converted
-        for group, settings in zip(self.param_groups, new_settings):
+        for group, settings, names in zip(self.param_groups, new_settings, new_names):
             group.update(settings)
+            if names is not None:
+                group["param_names"] = names
         self.state = new_state
 
     def __repr__(self) -> str:

@@ -323,8 +323,9 @@ def fit(
 
     ``batches(step) -> (x, target)``. Every ``log_every`` updates (and after the last) the history
     logs how far each parameter moved and ``on_log(step, loss, history)`` is called;
-    ``on_step(step, history)`` runs after every update, before ``on_log`` (``train_task`` saves
-    checkpoints there); weights it changes (clipping, a max-norm) are the ones the step's log records.
+    ``on_step(step, history)`` runs after every update, after ``on_log`` (``train_task`` saves
+    checkpoints there); weights it changes (clipping, a max-norm) are the ones the step's log records
+    (``on_log`` saw the log before them).
 
     Raises:
         ConfigError: a negative or non-integer count, ``start_step`` above ``steps``, a callback or
@@ -386,13 +387,13 @@ def fit(
         if logged:
             before = dict(history.last_log)
             history.log(model, done)
+            if on_log:
+                on_log(done, float(loss), history)
         if on_step:
             on_step(done, history)
             if logged and history.logged_other_weights(model):  # on_step changed them (clipping, a max-norm)
                 history.unlog(before)
                 history.log(model, done)  # the log describes the weights the step ends with
-        if logged and on_log:
-            on_log(done, float(loss), history)
     return history
 
 
