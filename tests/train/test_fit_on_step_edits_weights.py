@@ -32,7 +32,7 @@ def run(steps_parts, log_every=2):
 
 
 def test_the_log_records_the_weights_on_step_leaves():
-    model, history, seen = run([4])
+    model, history, _ = run([4])
     for name, p in model.named_parameters():
         np.testing.assert_array_equal(history.last_log[name], p.data)
         moved = float(np.linalg.norm(p.data - history.start[name]))
