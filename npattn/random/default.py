@@ -45,9 +45,7 @@ def manual_seed(seed: int) -> TorchGenerator:
 
 def seed() -> int:
     """Seed the default generator with a non-deterministic seed and return it (``torch.seed``)."""
-    value = secrets.randbits(64)
-    default_generator.manual_seed(value)
-    return value
+    return default_generator.seed()
 
 
 def _generator(generator: TorchGenerator | None, what: str) -> TorchGenerator:

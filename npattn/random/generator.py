@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -115,14 +116,27 @@ class TorchGenerator:
     def manual_seed(self, seed: int) -> TorchGenerator:
         """Re-seed the stream (``torch.manual_seed``/``Generator.manual_seed``); returns self.
         Also forgets a cached normal sample, as torch does."""
-        self.seed = torch_seed(seed)
-        self._mt = np.random.RandomState(self.seed & 0xFFFFFFFF)
+        self._seed = torch_seed(seed)
+        self._mt = np.random.RandomState(self._seed & 0xFFFFFFFF)
         self._normal_cache: float | None = None
         return self
 
     def initial_seed(self) -> int:
         """The seed in use, as torch reports it (an int in [0, 2**64))."""
-        return self.seed
+        return self._seed
+
+    def seed(self) -> int:
+        """Re-seed with a non-deterministic seed and return it (``Generator.seed()``)."""
+        value = secrets.randbits(64)
+        self.manual_seed(value)
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "seed":  # torch: "attribute 'seed' of 'torch._C.Generator' objects is not writable"
+            raise AttributeError(
+                "TorchGenerator.seed is a method (as torch.Generator.seed): re-seed with manual_seed(seed)"
+            )
+        object.__setattr__(self, name, value)
 
     def random_words(self, count: int) -> np.ndarray:
         """The next ``count`` raw 32-bit MT19937 outputs, as uint32."""
@@ -251,7 +265,7 @@ class TorchGenerator:
         ``normal_cache`` is NaN when no normal sample is cached."""
         _, key, pos, _, _ = self._mt.get_state(legacy=True)
         cache = math.nan if self._normal_cache is None else self._normal_cache
-        return {"seed": self.seed, "key": np.array(key, dtype=np.uint32), "pos": int(pos), "normal_cache": cache}
+        return {"seed": self._seed, "key": np.array(key, dtype=np.uint32), "pos": int(pos), "normal_cache": cache}
 
     def set_state(self, state: dict[str, Any]) -> None:
         """Restore a state from :meth:`get_state` (``normal_cache`` may be absent: none cached).
@@ -288,9 +302,9 @@ class TorchGenerator:
         if isinstance(cache, (bool, np.bool_)) or not isinstance(cache, numbers.Real):
             raise ConfigError(f"generator state normal_cache must be a number (NaN: none cached), got {cache!r}")
         seed = torch_seed(state["seed"])
-        self.seed = seed
+        self._seed = seed
         self._mt.set_state(("MT19937", key.astype(np.uint32), pos, 0, 0.0))
         self._normal_cache = None if math.isnan(float(cache)) else float(cache)
 
     def __repr__(self) -> str:
-        return f"TorchGenerator(seed={self.seed})"
+        return f"TorchGenerator(seed={self._seed})"
