@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -291,10 +291,12 @@ class ShapeCheck:
 
     rows: list[ShapeRow]
     advice: list[str]
+    other_stages: list[str] = field(default_factory=list)  # a Trace's stages the prediction lacks, or the reverse
 
     @property
     def passed(self) -> bool:
-        return all(r.ok for r in self.rows if r.actual is not None) and any(r.actual is not None for r in self.rows)
+        compared = [r for r in self.rows if r.actual is not None]
+        return bool(compared) and all(r.ok for r in compared) and not self.other_stages
 
     def __bool__(self) -> bool:
         return self.passed
@@ -311,7 +313,7 @@ class ShapeCheck:
         ]
         lines = format_table(["stage", "predicted", "actual", ""], rows)
         compared = len(rows)
-        if compared < len(self.rows):
+        if compared < len(self.rows) and not self.other_stages:
             unseen = [r.name for r in self.rows if r.actual is None]
             lines.append(f"(not recorded, so not compared: {', '.join(unseen)})")
         if self.passed:
@@ -319,7 +321,7 @@ class ShapeCheck:
             lines.append(f"shape check: {what} the prediction")
         else:
             lines.append("shape check: FAILED")
-            lines += [f"  - {a}" for a in self.advice]
+            lines += [f"  - {a}" for a in self.other_stages + self.advice]
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -384,7 +386,10 @@ def check_shapes(prediction: ShapePrediction, actual: Trace | Mapping[str, Any] 
     """Compare actual shapes with ``prediction``.
 
     ``actual`` is a Trace, a mapping of stage name -> array or shape, or a bare output (the
-    context vectors only, all a user's function may give). Only stages present are compared.
+    context vectors only, all a user's function may give). Only stages present are compared, but
+    a Trace that records stages must have every stage of the prediction and no other attention
+    stage (a ``masked_scores`` or ``dropped_weights`` the prediction lacks, or the reverse, fails
+    the check, named in ``other_stages``); a user's own extra stage is not compared.
     On a mismatch, ``advice`` names the first wrong stage and, for the output, what the seed says:
     d_in columns -> a projection used d_in where d_out was expected; right rows but wrong
     columns -> look at the context stage first. A Trace's stages are matched by qualified name
@@ -425,6 +430,49 @@ def check_shapes(prediction: ShapePrediction, actual: Trace | Mapping[str, Any] 
         advice += _output_advice(prediction, out_row.actual)
     if not any(r.actual is not None for r in rows):
         advice.append("no stage of the prediction was recorded")
-    return ShapeCheck(rows, advice)
+    other = _other_stages(prediction, actual) if isinstance(actual, Trace) else []
+    return ShapeCheck(rows, advice, other)
+
+
+def _other_stages(prediction: ShapePrediction, trace: Trace) -> list[str]:
+    """A Trace that recorded stages (npattn's modules record every one) has the prediction's
+    stages and no others: a stage in one only is a different computation (a causal mask applied or
+    not, dropout in training mode) or a prediction of another kind. A Trace of a module that records
+    no stages (a user's own) is compared on its output only."""
+    if not trace.stages:
+        return []
+    recorded = {s.qualname for s in trace.stages} | {s.name for s in trace.stages}
+    predicted = {s.name for s in prediction.stages}
+    # only the stages an attention module computes count; a user's own stage ("doubled") is not compared
+    extra = [
+        s.qualname
+        for s in trace.stages
+        if s.name in _STAGE_HINTS and s.qualname not in predicted and s.name not in predicted
+    ]
+    problems = [
+        f"the model computed {name}, which the prediction (kind={prediction.kind!r}) does not have: "
+        + _STAGE_HINTS[name.rsplit(".", 1)[-1]]
+        for name in dict.fromkeys(extra)
+    ]
+    problems += [
+        f"the prediction (kind={prediction.kind!r}) has {name}, which the model did not compute: "
+        + _MISSING_HINTS.get(name.rsplit(".", 1)[-1], _KIND_HINT)
+        for name in (s.name for s in prediction.stages)
+        if name not in recorded and name != prediction.output_name
+    ]
+    return problems
+
+
+_KIND_HINT = "predict the kind of attention the model is (kind='self', 'causal', 'wrapper' or 'multihead')"
+_STAGE_HINTS = {  # the stages npattn's attention modules record, and what one the prediction lacks means
+    **dict.fromkeys(("x", "queries", "keys", "values", "attn_scores", "attn_weights", "context_vec"), _KIND_HINT),
+    **dict.fromkeys(("merged_heads", "out_proj"), _KIND_HINT),
+    "masked_scores": "it masks its scores (predict with kind='causal')",
+    "dropped_weights": "it drops attention weights (in training mode: predict with dropout=True, or call model.eval())",
+}
+_MISSING_HINTS = {
+    "masked_scores": "it applies no causal mask (the missing_causal_mask mistake, or predict with kind='self')",
+    "dropped_weights": "it drops no attention weights (call model.train(), or predict with dropout=False)",
+}
 
 
