@@ -225,7 +225,7 @@ def check_qkv(queries: np.ndarray, keys: np.ndarray, values: np.ndarray) -> None
     if not queries.shape[:-2] == keys.shape[:-2] == values.shape[:-2]:
         raise ShapeError(
             "queries, keys, values: the fast paths need equal leading (batch, head) axes, got "
-            f"{queries.shape}, {keys.shape}, {values.shape} (the reference path broadcasts them)"
+            f"{queries.shape}, {keys.shape}, {values.shape}"
         )
     if queries.shape[-1] != keys.shape[-1]:
         raise ShapeError(f"queries {queries.shape} and keys {keys.shape}: last dimensions differ")

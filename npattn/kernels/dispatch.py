@@ -198,8 +198,8 @@ def attention(
             ``mask``, ``dropout_p`` outside [0, 1), ``dropout_p`` > 0 without ``dropout_keep`` (no
             dropout would run), ``record`` not callable.
         ShapeError, DTypeError: inputs that are not (..., n, k), (..., m, k), (..., m, kv) arrays of
-            real numbers, or that the chosen path cannot take (the fast paths need equal leading
-            axes; the reference path broadcasts); k = 0 (the scale 1/sqrt(k) is undefined); a
+            real numbers, with leading (batch, head) axes that differ (no path broadcasts them);
+            k = 0 (the scale 1/sqrt(k) is undefined); a
             ``mask`` or ``dropout_keep`` that is not a bool array.
     """
     if is_causal is not None or attn_mask is not None or scale is not None:
@@ -211,6 +211,12 @@ def attention(
         if type(a) is not np.ndarray or a.ndim < 2 or a.dtype.kind != "f":
             arrays[i] = _operand(a, ("queries", "keys", "values")[i])
     check_head_dim(arrays[0], arrays[1], "attention")
+    if not arrays[0].shape[:-2] == arrays[1].shape[:-2] == arrays[2].shape[:-2]:
+        raise ShapeError(
+            "attention: queries, keys and values need equal leading (batch, head) axes, got "
+            f"{arrays[0].shape}, {arrays[1].shape}, {arrays[2].shape} (no path broadcasts them: repeat a shared "
+            "key or value head with np.broadcast_to(...).copy())"
+        )
     plain = mask is None and dropout_keep is None and record is None and block_q is None and block_k is None
     plain = plain and type(dropout_p) is float and dropout_p == 0.0  # nothing optional to check
     if not plain:
