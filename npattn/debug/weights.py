@@ -206,9 +206,16 @@ def weights_of(obj: Any, names: Sequence[str] = WEIGHT_NAMES) -> dict[str, np.nd
             out[f"{name}.bias"] = as_array(to_numpy(bias), f"{name}.bias")
     if missing:
         have = sorted(map(str, obj)) if isinstance(obj, Mapping) else [a for a in dir(obj) if a.startswith("W_")]
+        per_head = hasattr(getattr(obj, "heads", None), "__len__") or any(h.startswith("heads.") for h in have)
+        hint = (
+            "; its weights are per head (heads.0.W_query, ...): check it with check_rows_of(module), or one "
+            "head with weights_of(module.heads[0])"
+            if per_head
+            else ""
+        )
         raise ConfigError(
             f"{type(obj).__name__} has no {', '.join(missing)} (expected {', '.join(names)}; found: "
-            f"{', '.join(have) or 'nothing of the kind'})"
+            f"{', '.join(have[:8]) + (', ...' if len(have) > 8 else '') or 'nothing of the kind'}{hint})"
         )
     if isinstance(obj, ModuleWeights):  # weights_of of weights_of: the same marks
         marked = ModuleWeights(out)

@@ -1,0 +1,15 @@
+"""``weights_of(MultiHeadAttentionWrapper)`` (and so ``check_rows`` given its weights) said the module
+had "nothing of the kind"; its weights are per head, and the message now says how to check it."""
+
+import pytest
+
+import npattn
+from npattn.errors import ConfigError
+
+
+def test_the_wrapper_is_pointed_to_check_rows_of():
+    wrapper = npattn.MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=2, rng=1)
+    with pytest.raises(ConfigError, match=r"its weights are per head .*check_rows_of\(module\).*module\.heads\[0\]"):
+        npattn.weights_of(wrapper)
+    assert npattn.check_rows_of(wrapper, npattn.book_batch()).passed
+    npattn.weights_of(wrapper.heads[0])  # one head has the three matrices
