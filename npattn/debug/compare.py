@@ -42,7 +42,8 @@ class StageDiff:
 
 
 _AFTER_DIVERGENCE = {
-    "x": "the two implementations were not given the same input",
+    "x": "the inputs the two recorded differ: they were given different x, or one holds a narrower dtype "
+    "(float16) and rounded x to it; compare modules of one dtype",
     "queries": "the query projection differs: check W_query and x @ W_query",
     "keys": "the key projection differs: check W_key and x @ W_key",
     "values": "the value projection differs: a mistake only in the values changes the context vectors "
