@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -33,6 +34,7 @@ class Stdout:
         self._keep_going = keep_going
         self._worked = False  # a write or flush has reached the stream
         self.refused = ""  # why the OS refused the output of a run that went on without it
+        self._fd = _nonblocking_fd(stream)  # a descriptor the parent made non-blocking, else None
 
     def _attempt(self, action: Callable[[TextIO], Any]) -> None:
         """``action(stream)``, unless the output is discarded."""
@@ -58,7 +60,11 @@ class Stdout:
             self._stream = None
 
     def write(self, text: str) -> int:
-        self._attempt(lambda stream: stream.write(encodable(text, stream)))
+        fd = self._fd
+        if fd is None:
+            self._attempt(lambda stream: stream.write(encodable(text, stream)))
+        else:  # Python's own writes drop what a full non-blocking pipe refuses (EAGAIN) without a word
+            self._attempt(lambda stream: _write_waiting(stream, fd, encodable(text, stream)))
         return len(text)
 
     def flush(self) -> None:
@@ -66,6 +72,28 @@ class Stdout:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def _nonblocking_fd(stream: TextIO | None) -> int | None:
+    """The file descriptor of ``stream`` if it is non-blocking (a parent set O_NONBLOCK on a pipe
+    it reads), else None. Its flags are left alone: the parent shares them."""
+    try:
+        fd = stream.fileno()  # type: ignore[union-attr]
+        return None if os.get_blocking(fd) else fd
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _write_waiting(stream: TextIO, fd: int, text: str) -> None:
+    """Write ``text`` (encoded as ``stream`` encodes) to the non-blocking ``fd`` in full, waiting
+    until the reader makes room whenever the pipe is full; an error other than EAGAIN is raised."""
+    stream.flush()  # anything Python still holds goes first
+    data = memoryview(text.encode(getattr(stream, "encoding", None) or "utf-8", "backslashreplace"))
+    while data:
+        try:
+            data = data[os.write(fd, data) :]
+        except BlockingIOError:
+            select.select([], [fd], [])
 
 
 def encodable(text: str, stream: Any) -> str:
