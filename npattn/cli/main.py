@@ -54,6 +54,9 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **{**kwargs, "allow_abbrev": False})
 
     def error(self, message: str) -> NoReturn:
+        needs = re.fullmatch(r"argument (--[-a-z0-9]+)(?:/[^:]*)?: expected one argument", message)
+        if needs:  # "--save -x.npz": argparse takes a value starting with "-" for an option
+            message += f" (a value that starts with '-' is given as {needs.group(1)}=VALUE)"
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
@@ -95,10 +98,10 @@ SIZE_DEFAULTS = {"tokens": 6, "d_in": 3, "d_out": 2, "seed": 123}
 def _add_sizes(cmd: argparse.ArgumentParser, limit: int, why: str) -> None:
     """The size options; their defaults (``SIZE_DEFAULTS``) are filled in by ``_sizes``, so that
     ``trace --book`` can tell a given option from a default one."""
-    size = integer(1, limit, why)
+    size, width = integer(1, limit, why), integer(1, limit, "")
     cmd.add_argument("--tokens", type=size, help=f"number of tokens n (default 6, at most {limit})")
-    cmd.add_argument("--d-in", type=size, help=f"input dimension (default 3, at most {limit})")
-    cmd.add_argument("--d-out", type=size, help=f"output dimension (default 2, at most {limit})")
+    cmd.add_argument("--d-in", type=width, help=f"input dimension (default 3, at most {limit})")
+    cmd.add_argument("--d-out", type=width, help=f"output dimension (default 2, at most {limit})")
     cmd.add_argument("--seed", type=SEED, help="seed of the weights and the input (default 123)")
 
 

@@ -113,7 +113,10 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
             "cannot continue: resume it with --task lm (or no --task), or with run_lm(..., resume=...) in Python"
         )
     if not isinstance(saved, dict) or not {"run", "step"} <= set(saved):
-        raise CheckpointError(f"{name!r} is not a training checkpoint (no 'run'/'step' entries)")
+        raise CheckpointError(
+            f"{name!r} is not a training checkpoint (no 'run'/'step' entries: a state dict saved with npattn.save?); "
+            "resume a checkpoint that npattn train --save or train_task(save=) wrote"
+        )
     saved = digest.verified(saved, name)
     odd = sorted(set(saved) ^ set(CHECKPOINT_KEYS))
     stored = saved["run"]

@@ -1,0 +1,19 @@
+"""A safetensors file with bytes after its last tensor was reported as "truncated, corrupt or not a
+safetensors file": it is longer than its header describes, and the message now says so."""
+
+import numpy as np
+import pytest
+
+import npattn
+from npattn.errors import CheckpointError
+
+
+def test_bytes_appended_are_named(tmp_path):
+    path = tmp_path / "w.safetensors"
+    npattn.save({"w": np.arange(3.0)}, path)
+    with open(path, "ab") as f:
+        f.write(b"xyz")
+    with pytest.raises(CheckpointError, match=r"has 3 byte\(s\) after the data its header describes"):
+        npattn.load(path)
+    path.write_bytes(path.read_bytes()[:-3])
+    np.testing.assert_array_equal(npattn.load(path)["w"], np.arange(3.0))
