@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, as_number, check_bool, check_positive_int, finite_float
+from npattn._checks import as_array, as_number, check_bool, check_positive_int, finite_float, from_tensor
 from npattn.errors import ConfigError, ShapeError
 from npattn.kernels.blocks import splits_slabs
 from npattn.kernels.fused import fused_backward, fused_forward
@@ -301,7 +301,9 @@ def _torch_names(causal: Any, is_causal: Any, attn_mask: Any, scale: Any, head_d
     if scale is not None and head_dim:
         book = 1.0 / math.sqrt(head_dim[0]) if head_dim[0] else math.inf
         number = finite_float(as_number(scale))  # a NumPy scalar, a 0-d array or tensor: its number
-        if number is None or not math.isclose(number, book, rel_tol=1e-12, abs_tol=0.0):
+        given = np.asarray(from_tensor(scale))  # a float32 tensor holds 1/sqrt(k) rounded to float32
+        tol = float(np.finfo(given.dtype).eps) if given.dtype.kind == "f" else 1e-12
+        if number is None or not math.isclose(number, book, rel_tol=max(tol, 1e-12), abs_tol=0.0):
             raise ConfigError(
                 f"attention: scale={scale!r:.40} is not supported: npattn scales the scores by 1/sqrt(k) = {book:.6g} "
                 "(the book's); to scale by s, multiply the queries by s * sqrt(k)"

@@ -27,3 +27,21 @@ def test_a_torch_scalar_scale_runs():
 def test_other_scales_are_refused(scale):
     with pytest.raises(ConfigError, match=r"is not supported: npattn scales the scores by 1/sqrt\(k\) = 0\.5"):
         kernels.attention(Q, Q, Q, scale=scale)
+
+
+@pytest.mark.parametrize("k", [3, 5, 7, 64])
+def test_the_books_scale_rounded_to_float32_or_float16_runs(k):
+    q = np.random.default_rng(1).standard_normal((4, k))
+    want, _ = kernels.attention(q, q, q)
+    for dtype in (np.float32, np.float16):
+        got, _ = kernels.attention(q, q, q, scale=dtype(1 / np.sqrt(k)))
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ConfigError, match="is not supported"):
+        kernels.attention(q, q, q, scale=np.float32(1 / np.sqrt(k)) * np.float32(1.001))
+
+
+def test_a_torch_float32_scale_of_an_odd_head_size_runs():
+    torch = pytest.importorskip("torch")
+    q = np.random.default_rng(2).standard_normal((4, 3))
+    got, _ = kernels.attention(q, q, q, scale=torch.tensor(1 / np.sqrt(3)))
+    np.testing.assert_array_equal(got, kernels.attention(q, q, q)[0])
