@@ -87,3 +87,22 @@ def test_a_plain_optimizer_takes_saved_names_as_torch_does():
     plain = Adam(Linear(2, 3).parameters(), lr=0.1)
     plain.load_state_dict(sd)
     assert plain.param_groups[0]["param_names"] == ["weight", "bias"]
+
+
+def test_names_must_follow_a_parameter_removed_from_its_group():
+    """A parameter popped from ``params`` (a way to freeze it) with its name left in ``param_names``:
+    the names would pair with other parameters in the state dict, which its own load refused."""
+    layer = Linear(2, 3)
+    opt = stepped(Adam, layer)
+    opt.param_groups[0]["params"].pop(0)
+    for call in (opt.state_dict, opt.step):
+        with pytest.raises(ConfigError, match=r"'param_names' must list one name \(a str\) per parameter \(1 in"):
+            call()
+    opt.param_groups[0]["param_names"].pop(0)
+    sd = opt.state_dict()
+    assert sd["param_groups"][0]["param_names"] == ["bias"] and sd["param_groups"][0]["params"] == [0]
+    fresh = Adam([("bias", Linear(2, 3).bias)], lr=0.1)
+    fresh.load_state_dict(sd)
+    opt.param_groups[0]["param_names"] = "b"
+    with pytest.raises(ConfigError, match="got 'b'"):
+        opt.state_dict()

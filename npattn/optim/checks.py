@@ -29,6 +29,7 @@ __all__ = [
     "check_buffer_values",
     "check_complete",
     "check_grad",
+    "check_names",
     "check_torch_switches",
     "converted_buffers",
     "name_of",
@@ -360,6 +361,20 @@ def split_names(params: Any, given_names: Any, where: str) -> tuple[Any, list[st
     ):
         raise ConfigError(f"{where}'param_names' must list one name (a str) per parameter, got {given_names!r:.80}")
     return listed, list(given_names)
+
+
+def check_names(group: Mapping[str, Any], where: str, error: type[Exception]) -> None:
+    """A group's ``param_names``, if it has them: one str per entry of its ``params`` (a parameter
+    removed from ``params`` must leave ``param_names`` too, or the names would pair with others)."""
+    if "param_names" not in group:
+        return
+    names, params = group["param_names"], group.get("params")
+    count = len(params) if isinstance(params, (list, tuple)) else None
+    if not isinstance(names, (list, tuple)) or len(names) != count or not all(isinstance(n, str) for n in names):
+        raise error(
+            f"{where}'param_names' must list one name (a str) per parameter ({count} in 'params'), got "
+            f"{names!r:.80}; remove a parameter's name with the parameter"
+        )
 
 
 def not_a_parameter(owner: str, p: Any) -> ConfigError:

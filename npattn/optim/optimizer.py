@@ -19,6 +19,7 @@ from npattn.optim.checks import (
     check_buffer_values,
     check_complete,
     check_grad,
+    check_names,
     check_torch_switches,
     converted_buffers,
     not_a_parameter,
@@ -192,6 +193,7 @@ class Optimizer:
             settings = self._check_group(group, where)
             check_complete(group, self.defaults, where, "the group", ConfigError, DELETED)
             params = self._check_params(group.get("params"), where, others)
+            check_names(group, where, ConfigError)
             others += params
             for j, p in enumerate(params):
                 if p.grad is None:  # a frozen parameter's, unless set by hand (then used, as in PyTorch)
@@ -234,6 +236,8 @@ class Optimizer:
         The state of a parameter no group lists any more (removed from ``param_groups[i]['params']``,
         a way to freeze it) is left out: it has no index, so nothing could load it back (torch raises
         KeyError here)."""
+        for i, g in enumerate(self.param_groups):  # names that no longer pair with params would load wrongly
+            check_names(g, f"state_dict: parameter group {i}: ", ConfigError)
         index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
         flag = getattr(self, "decoupled_weight_decay", None)  # Adam and AdamW record it, as torch's do
         flags = {} if flag is None else {"decoupled_weight_decay": flag}
@@ -294,15 +298,8 @@ class Optimizer:
                     f"parameter group {i}: the state dict has {len(saved['params'])} parameters, "
                     f"this optimizer has {len(group['params'])}"
                 )
+            check_names(saved, where, StateDictError)
             names = saved.get("param_names")
-            if names is not None and (
-                not isinstance(names, (list, tuple))
-                or len(names) != len(saved["params"])
-                or not all(isinstance(n, str) for n in names)
-            ):
-                raise StateDictError(
-                    f"{where}'param_names' must list one name (a str) per parameter, got {names!r:.80}"
-                )
             new_names.append(None if names is None else list(names))
             for k, p in zip(saved["params"], group["params"]):
                 if saved_index(k, f"{where}'params' must list") in by_index:
