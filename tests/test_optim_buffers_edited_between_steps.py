@@ -45,7 +45,7 @@ def test_a_negative_running_mean_of_squares_is_refused(cls, kw, name):
     assert_unchanged(p, opt, before)
 
 
-@pytest.mark.parametrize("dtype", [bool, np.int64, np.float32])
+@pytest.mark.parametrize("dtype", [bool, np.int64, np.complex128])
 @pytest.mark.parametrize("cls,name", [(Adam, "exp_avg"), (Adam, "exp_avg_sq"), (SGD, "momentum_buffer")])
 def test_a_buffer_of_another_dtype_is_refused(cls, name, dtype):
     p, opt = stepped(cls, **({"momentum": 0.9} if cls is SGD else {}))
@@ -62,3 +62,30 @@ def test_a_nan_gradient_still_gives_nan_weights_as_in_torch():
     p.grad = np.full(p.shape, np.nan)
     opt.step()
     assert np.isnan(p.data).all()
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam])
+@pytest.mark.parametrize("to", ["float32", "float64"])
+def test_a_model_converted_after_steps_trains_on_with_its_buffers_cast(cls, to):
+    """``model.to(dtype)`` after steps leaves the buffers in the old dtype: step casts them to the
+    parameter's (torch's own step raises; its load_state_dict casts), and the step equals a step
+    from buffers converted by hand."""
+    kw = {"momentum": 0.9} if cls is SGD else {}
+    p, opt = stepped(cls, **kw)
+    other = np.float32 if to == "float64" else np.float64
+    p.data = p.data.astype(other)
+    for k, v in opt.state[p].items():
+        if isinstance(v, np.ndarray):
+            opt.state[p][k] = v.astype(other)
+    q = Parameter(p.data.astype(to))
+    q.grad = np.full(p.shape, 0.5, to)
+    opt.param_groups[0]["params"] = [q]
+    opt.state[q] = opt.state.pop(p)
+    by_hand = cls([Parameter(q.data.copy())], lr=0.1, **kw)
+    (r,) = by_hand.param_groups[0]["params"]
+    r.grad = q.grad.copy()
+    by_hand.state[r] = {k: v.astype(to) if isinstance(v, np.ndarray) else v for k, v in opt.state[q].items()}
+    opt.step()
+    by_hand.step()
+    np.testing.assert_array_equal(q.data, r.data)
+    assert all(v.dtype == np.dtype(to) for v in opt.state[q].values() if isinstance(v, np.ndarray))

@@ -161,9 +161,10 @@ def check_grad(p: Parameter, what: Any) -> np.ndarray:
 def check_buffer_shapes(
     buffers: Any, p: Parameter, names: tuple[str, ...], owner: str, what: Any, error: type[Exception]
 ) -> None:
-    """A parameter's state: a dict of known buffer names, every array of the parameter's shape and
-    dtype (``step()`` computes with them as they are: an integer or bool buffer edited in by hand
-    would train with it)."""
+    """A parameter's state: a dict of known buffer names, every array of the parameter's shape and a
+    float dtype (``step()`` would compute with an integer or bool buffer edited in by hand; a float
+    buffer of another dtype, left by ``Module.to`` after steps, is cast to the parameter's by
+    ``step()``, as PyTorch's ``load_state_dict`` casts state)."""
     if type(buffers) is not dict and not isinstance(buffers, Mapping):
         raise error(f"{name_of(what)}: its state must be a dict of buffers, got {type(buffers).__name__}")
     if not buffers.keys() <= frozenset(names):
@@ -178,8 +179,11 @@ def check_buffer_shapes(
         if not isinstance(value, np.ndarray) or value.shape != shape:
             got = value.shape if isinstance(value, np.ndarray) else type(value).__name__
             raise error(f"{name_of(what)}: state {name!r} has shape {got}, the parameter has {shape}")
-        if value.dtype != dtype:
-            raise error(f"{name_of(what)}: state {name!r} has dtype {value.dtype}, the parameter has {dtype}")
+        if value.dtype != dtype and (value.dtype.kind != "f" or dtype.kind != "f"):
+            raise error(
+                f"{name_of(what)}: state {name!r} has dtype {value.dtype}, the parameter has {dtype} "
+                "(a float buffer is cast to the parameter's dtype; an integer or bool one is refused)"
+            )
 
 
 def check_adam_buffers(

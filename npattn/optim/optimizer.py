@@ -212,8 +212,13 @@ class Optimizer:
         return loss
 
     def _new_values(self, p: Parameter, grad: np.ndarray, settings: dict[str, Any]) -> Update:
-        """``_update``; a 0-d parameter on one-element views (NumPy's 0-d arithmetic gives scalars)."""
+        """``_update``; a 0-d parameter on one-element views (NumPy's 0-d arithmetic gives scalars).
+        Float buffers of another dtype (the model converted with ``to`` after steps) are cast to the
+        parameter's first, as torch's ``load_state_dict`` casts state."""
         state = self.state.get(p, {})
+        dtype = p.data.dtype
+        if any(isinstance(v, np.ndarray) and v.dtype != dtype for v in state.values()):
+            state = {k: v.astype(dtype) if isinstance(v, np.ndarray) else v for k, v in state.items()}
         if p.data.ndim != 0:
             return self._update(p.data, grad, settings, state)
         flat = {k: v.reshape(1) if isinstance(v, np.ndarray) else v for k, v in state.items()}
