@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -441,6 +442,14 @@ def _other_stages(prediction: ShapePrediction, trace: Trace) -> list[str]:
     no stages (a user's own) is compared on its output only."""
     if not trace.stages:
         return []
+    head_of = re.compile(r"heads\.(\d+)\.")
+    model_heads = {int(m.group(1)) for s in trace.stages if (m := head_of.match(s.qualname))}
+    predicted_heads = {int(m.group(1)) for s in prediction.stages if (m := head_of.match(s.name))}
+    if model_heads and predicted_heads and model_heads != predicted_heads:  # the wrapper's heads.i stages
+        return [
+            f"the model has {len(model_heads)} heads (heads.0 to heads.{max(model_heads)}), the prediction "
+            f"{len(predicted_heads)}: predict with num_heads={len(model_heads)}"
+        ]
     recorded = {s.qualname for s in trace.stages} | {s.name for s in trace.stages}
     predicted = {s.name for s in prediction.stages}
     # only the stages an attention module computes count; a user's own stage ("doubled") is not compared

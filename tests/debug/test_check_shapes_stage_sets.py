@@ -49,3 +49,13 @@ def test_matching_kinds_still_pass():
 def test_a_trace_without_stages_is_compared_on_its_output():
     out = npattn.SelfAttention_v1(3, 2, rng=1)(npattn.book_inputs())
     assert npattn.check_shapes(npattn.predict_shapes(6, 3, 2, kind="causal"), out).passed
+
+
+def test_the_wrapper_with_another_head_count_is_one_line_naming_num_heads():
+    wrapper = npattn.MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=2, rng=1)
+    for heads in (1, 3):
+        result = check("wrapper", wrapper, num_heads=heads)
+        assert not result.passed
+        assert result.other_stages == [
+            f"the model has 2 heads (heads.0 to heads.1), the prediction {heads}: predict with num_heads=2"
+        ]
