@@ -286,8 +286,15 @@ class Module:
         return state_targets(self)
 
     def state_dict(self) -> OrderedDict[str, np.ndarray]:
-        """Name -> copy of every parameter and persistent buffer, in registration order."""
-        return OrderedDict((name, arr.copy()) for name, (_, _, arr) in self._state_targets().items())
+        """Name -> copy of every parameter and persistent buffer, in registration order. A tied
+        Parameter's names share one copy, as torch's state dict shares one tensor."""
+        copies: dict[int, np.ndarray] = {}
+        state: OrderedDict[str, np.ndarray] = OrderedDict()
+        for name, (_, _, arr) in self._state_targets().items():
+            if id(arr) not in copies:
+                copies[id(arr)] = arr.copy()
+            state[name] = copies[id(arr)]
+        return state
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
         """Copy values into the existing parameters and buffers, keeping their dtype.

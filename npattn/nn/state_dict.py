@@ -69,7 +69,8 @@ def load_state(module: Any, state_dict: Mapping[str, Any], strict: bool = True) 
         twin = first_key[id(target)]
         if twin != key:  # a tied parameter's second name: the same values or a refusal, never the last one
             try:
-                same = np.array_equal(as_array(state_dict[key], key), as_array(state_dict[twin], twin))
+                a, b = as_array(state_dict[key], key), as_array(state_dict[twin], twin)
+                same = np.array_equal(a, b, equal_nan=a.dtype.kind in "fc" and b.dtype.kind in "fc")
             except (TypeError, ValueError):
                 same = False
             if not same:

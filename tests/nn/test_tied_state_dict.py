@@ -81,3 +81,15 @@ def test_strict_loading_both_ways_with_a_tied_torch_gpt(book):
     back = tied(4)
     back.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()}, strict=True)
     np.testing.assert_array_equal(back.out_head.weight.data, theirs.out_head.weight.detach().numpy())
+
+
+def test_the_two_keys_share_one_copy_and_nan_is_not_two_values():
+    model = tied(1)
+    state = model.state_dict()
+    assert state["out_head.weight"] is state["tok_emb.weight"]
+    assert not np.shares_memory(state["tok_emb.weight"], model.tok_emb.weight.data)
+    state = {k: v.copy() for k, v in state.items()}
+    state["tok_emb.weight"][0, 0] = state["out_head.weight"][0, 0] = np.nan
+    with pytest.raises(StateDictError) as info:
+        tied(2).load_state_dict(state)
+    assert "non-finite values in tok_emb.weight" in str(info.value) and "tied parameter" not in str(info.value)
