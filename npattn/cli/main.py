@@ -48,6 +48,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``npattn train: error: ... (see npattn train --help)``, exit 2."""
 
     refused: ClassVar[list[str]] = []  # why the OS refused --help's text (argparse drops such errors)
+    argv: ClassVar[list[str]] = []  # the arguments being parsed, for error()'s hints
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # no abbreviations: "--step 3" after "--steps 2" would be one more --steps, the last kept
@@ -55,13 +56,18 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         needs = re.fullmatch(r"argument (--[-a-z0-9]+)(?:/[^:]*)?: expected one argument", message)
-        if needs:  # "--save -x.npz": argparse takes a value starting with "-" for an option
-            message += f" (a value that starts with '-' is given as {needs.group(1)}=VALUE)"
+        option = needs.group(1) if needs else ""
+        given = _Parser.argv
+        at = given.index(option) if option in given else -1
+        value = given[at + 1] if 0 <= at < len(given) - 1 else ""
+        if value.startswith("-") and not _OPTION.fullmatch(value):  # "--save -x.npz": taken for an option
+            message += f" (a value that starts with '-' is given as {option}=VALUE)"
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
         """Unrecognized arguments are reported by the command they were given to (``npattn train:
         error: unrecognized arguments: --bogus (see npattn train --help)``), not by ``npattn``."""
+        _Parser.argv = list(sys.argv[1:] if args is None else args)  # for error(): what was given
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             commands = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]

@@ -325,7 +325,8 @@ def fit(
     logs how far each parameter moved and ``on_log(step, loss, history)`` is called;
     ``on_step(step, history)`` runs after every update, after ``on_log`` (``train_task`` saves
     checkpoints there); weights it changes (clipping, a max-norm) are the ones the step's log records
-    (``on_log`` saw the log before them).
+    once it returns (``on_log``, and a snapshot of the history ``on_step`` takes itself after
+    changing them, hold the log before the change: save after the change in the next ``on_step``).
 
     Raises:
         ConfigError: a negative or non-integer count, ``start_step`` above ``steps``, a callback or

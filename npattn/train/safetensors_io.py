@@ -193,8 +193,8 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         if n != "__metadata__" and isinstance(e, dict) and isinstance(e.get("data_offsets"), list)
         and len(e["data_offsets"]) == 2 and type(e["data_offsets"][1]) is int
     ]  # fmt: skip
-    if ends and max(ends) < len(data) - 8 - header_len:
-        extra = len(data) - 8 - header_len - max(ends)
+    if isinstance(raw, dict) and max(ends, default=0) < len(data) - 8 - header_len:
+        extra = len(data) - 8 - header_len - max(ends, default=0)
         raise CheckpointError(
             f"{path!r} has {extra} byte(s) after the data its header describes (bytes appended to the file, "
             "or a header edited): a safetensors file ends with its last tensor"

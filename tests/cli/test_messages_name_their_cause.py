@@ -26,3 +26,10 @@ def test_resuming_a_state_dict_says_what_it_is(capsys, tmp_path):
     assert main(["train", "--resume", str(tmp_path / "m.npz")]) == 2
     err = capsys.readouterr().err
     assert "is not a training checkpoint (no 'run'/'step' entries: a state dict saved with npattn.save?)" in err
+
+
+def test_no_dash_hint_when_no_value_was_given(capsys):
+    for argv in (["train", "--steps", "1", "--save"], ["train", "--save", "--steps", "1"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "expected one argument" in err and "starts with '-'" not in err

@@ -5,8 +5,10 @@ a blocking pipe, and every byte arrives."""
 
 import fcntl
 import os
+import struct
 import subprocess
 import sys
+import termios
 import time
 from pathlib import Path
 
@@ -21,7 +23,13 @@ def run_on_a_nonblocking_pipe(args, cwd):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "npattn", *args], stdout=w, stderr=subprocess.PIPE, env=env, cwd=cwd)
     os.close(w)
-    time.sleep(1.0)  # the pipe (64 KiB) fills while nobody reads
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:  # nobody reads until the pipe is full
+        if struct.unpack("i", fcntl.ioctl(r, termios.FIONREAD, b"\0\0\0\0"))[0] >= 60_000:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the command ended before its output filled the pipe: nothing was tested"
+    time.sleep(0.2)  # it meets the full pipe (EAGAIN) and waits
     chunks = []
     while chunk := os.read(r, 1 << 20):
         chunks.append(chunk)

@@ -17,3 +17,13 @@ def test_bytes_appended_are_named(tmp_path):
         npattn.load(path)
     path.write_bytes(path.read_bytes()[:-3])
     np.testing.assert_array_equal(npattn.load(path)["w"], np.arange(3.0))
+
+
+def test_bytes_after_a_header_with_no_tensors_are_named(tmp_path):
+    path = tmp_path / "empty.safetensors"
+    npattn.save({}, path)
+    npattn.load(path)
+    with open(path, "ab") as f:
+        f.write(b"!")
+    with pytest.raises(CheckpointError, match=r"has 1 byte\(s\) after the data its header describes"):
+        npattn.load(path)
