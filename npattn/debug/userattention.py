@@ -149,8 +149,7 @@ class UserAttention:
         self.obj = obj
         for n in WEIGHT_NAMES:
             _assign(obj, n, W[n], f"{self.name}.{n}")
-        if getattr(obj, "out_proj", None) is not None:
-            self.note = _identity_out_proj(obj, W["W_query"].shape[1], self.name)
+        self.note = neutral_extras(obj, W["W_query"].shape[1], self.name)
         if _is_torch(obj):
             import torch
 
@@ -160,6 +159,32 @@ class UserAttention:
     def run(self, x: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
         """Run on x with the given (d_in, d_out) weights; returns the output as an ndarray."""
         return returned_array(self.prepare(weights)(x), self.name)
+
+
+def neutral_extras(obj: Any, d_out: int, name: str) -> str:
+    """What npattn check's reference lacks, made neutral on the built object: the biases of Linear
+    projections (``qkv_bias=True``) set to 0, an ``out_proj`` to the identity; returns the notes that
+    say so ("" when there is neither)."""
+    notes = []
+    biased = [n for n in WEIGHT_NAMES if _linear_bias(getattr(obj, n, None)) is not None]
+    for n in biased:
+        layer = getattr(obj, n)
+        _assign(layer, "bias", np.zeros(np.shape(to_numpy(_linear_bias(layer)))), f"{name}.{n}.bias")
+    if biased:
+        notes.append(
+            f"note: {name} has biases in {', '.join(biased)}: they were set to 0, because npattn check compares "
+            "attention without biases (x @ W_query, ...); their gradients are not checked"
+        )
+    if getattr(obj, "out_proj", None) is not None:
+        notes.append(_identity_out_proj(obj, d_out, name))
+    return "\n".join(notes)
+
+
+def _linear_bias(layer: Any) -> Any:
+    """The bias of a Linear-like projection (npattn's or torch's), or None (none, or a bare array)."""
+    if layer is None or isinstance(layer, np.ndarray) or not hasattr(layer, "weight"):
+        return None
+    return getattr(layer, "bias", None)
 
 
 def _identity_out_proj(obj: Any, d_out: int, name: str) -> str:

@@ -46,10 +46,10 @@ from npattn.debug.userattention import (
     BOOK_CONTEXT_LENGTH,
     NUM_HEADS,
     UserAttention,
-    _identity_out_proj,
     _is_torch,
     attention_from_module,
     load_attention,
+    neutral_extras,
 )
 from npattn.debug.userbackward import DROPOUT_P, dropout_check, kept_random_state
 from npattn.debug.weights import check_weights, describe_value, returned_array, to_numpy, weights_of
@@ -214,8 +214,7 @@ def _check(
         )
     if causal and user.kind == "class" and with_dropout and (user.has_backward or forward_only):
         obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
-        if getattr(obj, "out_proj", None) is not None:
-            _identity_out_proj(obj, d_out, user.name)
+        neutral_extras(obj, d_out, user.name)
         report.dropout, report.dropout_note = dropout_check(
             obj, user.name, x, W, num_heads=user.num_heads, backward_too=user.has_backward
         )
