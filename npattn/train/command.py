@@ -431,10 +431,10 @@ def run_lm_command(args: Any, out: TextIO) -> int:
             given, save=args.save, save_every=args.save_every, resume=args.resume, plot=args.plot, out=out
         )
     wall = time.perf_counter() - started
-    rate = history.tokens_seen / history.seconds if history.seconds else float("nan")
+    rate = f"{history.tokens_seen / history.seconds:,.0f} tokens/s" if history.seconds else "no step timed"
     print(
         f"done: {history.global_step + 1} steps, {history.tokens_seen:,} tokens; {history.seconds:.1f} s in training "
-        f"steps ({rate:,.0f} tokens/s); this command took {wall:.1f} s; train loss {history.train_losses[0]:.3f} -> "
+        f"steps ({rate}); this command took {wall:.1f} s; train loss {history.train_losses[0]:.3f} -> "
         f"{history.train_losses[-1]:.3f}, val loss {history.val_losses[0]:.3f} -> {history.val_losses[-1]:.3f}",
         file=out,
     )

@@ -257,6 +257,14 @@ def check_finite(model: Module, loss: float, step: int, hint: str = "try a small
                 problem = f"the gradient of {name} has {bad} non-finite entries (loss {loss:.6g})"
                 break
     if problem:
+        found = _non_finite_weights(model)  # every update is checked: such weights came from outside the steps
+        if found:
+            name, entries, _ = found
+            raise TrainingError(
+                f"training stopped at step {step}: {problem}, because {entries} of {name} were already NaN or "
+                "inf before this step's forward: set after the previous update (which left them finite), by a "
+                "callback such as on_step or another edit of the weights; nothing of this step was applied."
+            )
         raise TrainingError(
             f"training stopped at step {step}: {problem}. The weights were not updated (they hold the values "
             f"after the previous step); {hint}."
