@@ -60,13 +60,28 @@ def check_digits(value: Any, where: str) -> None:
         )
 
 
+def unmasked(value: Any, what: str) -> Any:
+    """A masked array with nothing masked as its data (what npattn computes with); one with masked
+    entries is refused (its mask would be lost). Anything else unchanged.
+
+    Raises:
+        CheckpointError: naming ``what`` and how many entries are masked.
+    """
+    if not isinstance(value, np.ma.MaskedArray):
+        return value
+    count = int(np.ma.count_masked(value))
+    if count:
+        raise CheckpointError(
+            f"cannot save {what}: a masked array with {count} of {value.size} entries masked (its mask would be "
+            "lost); save .filled(value), or .data and .mask"
+        )
+    return value.data
+
+
 def encode_tree(value: Any, keys: list[Any], arrays: dict[str, np.ndarray], active: set[int]) -> Any:
     if len(keys) > MAX_DEPTH:
         raise CheckpointError(f"cannot save {where(keys[:3])}...: nested deeper than {MAX_DEPTH} levels")
-    if isinstance(value, np.ma.MaskedArray):
-        raise CheckpointError(
-            f"cannot save {where(keys)}: a masked array (its mask would be lost); save .data and .mask"
-        )
+    value = unmasked(value, where(keys))
     if isinstance(value, np.str_):  # a str (np.str_ subclasses it): saved, and loaded, as a plain str
         value = str(value)
     if isinstance(value, (np.ndarray, np.generic)):

@@ -31,6 +31,7 @@ from npattn.train.checkpoint_index import (
     check_meta,
     index_edited,
     index_sha256,
+    unmasked,
 )
 
 __all__ = ["load_safetensors", "safetensors_bytes"]
@@ -60,6 +61,7 @@ def _safetensors_numpy() -> Any:
 
 def safetensors_bytes(state: Mapping[str, Any], meta: dict[str, Any]) -> bytes:
     st = _safetensors_numpy()
+    state = {key: unmasked(value, f"{key!r}") for key, value in state.items()}
     for key, value in state.items():
         if isinstance(value, (Mapping, list, tuple)) or not isinstance(key, str):
             raise CheckpointError(
@@ -69,7 +71,8 @@ def safetensors_bytes(state: Mapping[str, Any], meta: dict[str, Any]) -> bytes:
         if not isinstance(value, np.ndarray):
             raise CheckpointError(
                 f"cannot save {key!r} to .safetensors: it is of type {type(value).__name__}, not a NumPy array "
-                "(a torch tensor becomes one with .numpy(); a .npz path also holds numbers)"
+                "(a torch tensor becomes one with .numpy(), a bfloat16 one after .float(): NumPy has no "
+                "bfloat16; a .npz path also holds numbers)"
             )
     tensors = {}
     for key, value in state.items():
