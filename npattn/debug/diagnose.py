@@ -296,7 +296,7 @@ def diagnose(
             x or the weights do not fit.
     """
     atol, given = check_tolerances(atol, FORWARD_RTOL if rtol is None else rtol, "diagnose")
-    check_single_head(weights if isinstance(weights, Mapping) else weights_of(weights), "diagnose")
+    check_single_head(weights_of(weights), "diagnose")  # a state dict's out_proj.* counts too
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
     raw = as_array(to_numpy(output), "output")
     rtol = forward_rtol(None if rtol is None else given, atol, all_float64(x, weights), raw)  # unset: by precision

@@ -179,7 +179,7 @@ def check_rows(
             token of x.
     """
     atol, given = check_tolerances(atol, FORWARD_RTOL if rtol is None else rtol, "check_rows")
-    if not isinstance(weights, Mapping):
+    if not isinstance(weights, ModuleWeights):  # a state dict's out_proj.* marks it, as a module's does
         weights = weights_of(weights)
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
     if isinstance(output, (Trace, Module)):
@@ -195,7 +195,7 @@ def check_rows(
     h = check_positive_int(num_heads, "num_heads")
     if d_out % h:
         raise ConfigError(f"num_heads={h} does not divide the weights' d_out={d_out}")
-    if isinstance(weights, ModuleWeights) and weights.num_heads != h:
+    if isinstance(weights, ModuleWeights) and weights.num_heads and weights.num_heads != h:
         raise ConfigError(
             f"check_rows: these are the weights of a {weights.source} with num_heads={weights.num_heads}, "
             f"checked with num_heads={h}; pass num_heads={weights.num_heads} (or use npattn.check_rows_of(module, x))"

@@ -51,7 +51,8 @@ def _marked(weights: dict[str, np.ndarray], obj: Any) -> dict[str, np.ndarray]:
     if heads == 1 and weight is None:
         return weights
     marked = ModuleWeights(weights)
-    marked.source, marked.num_heads = type(obj).__name__, heads
+    # a state dict does not say how many heads its weights are split into: 0, not checked
+    marked.source, marked.num_heads = ("state dict", 0) if isinstance(obj, Mapping) else (type(obj).__name__, heads)
     if weight is not None:
         bias_array = None if bias is None else as_array(to_numpy(bias), "out_proj.bias")
         marked.out_proj = (as_array(to_numpy(weight), "out_proj.weight").T, bias_array)
