@@ -239,13 +239,12 @@ def _same_but_unit_axes(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 def _float64_inputs(x: Any, weights: Mapping[str, Any] | None, implementations: tuple[Any, Any]) -> bool:
     """Whether both sides compute from float64 x and weights, so that their float64 stages are
     judged to float64's precision: the weights given, or npattn Modules whose parameters are all
-    float64 (a function's own weights, or a Trace's, are unknown: float32's tolerance stays)."""
+    float64, whatever x's dtype (a float64 module converts x to float64, exactly: the book's float32
+    inputs too). A function's own weights, or a Trace's, are unknown: float32's tolerance stays."""
     if weights is not None:
         return all_float64(x, weights)
     modules = all(isinstance(impl, Module) for impl in implementations)
-    return modules and all_float64(x, {}) and all(
-        p.dtype == np.float64 for impl in implementations for p in impl.parameters()
-    )
+    return modules and all(p.dtype == np.float64 for impl in implementations for p in impl.parameters())
 
 
 def _refuse_non_finite(x: Any) -> None:
