@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import check_positive_int
+from npattn._checks import check_positive_int, from_tensor
 from npattn.debug.backvariant import _PATHS, GRAD_NAMES, attention_reference, backward_variant
 from npattn.debug.tolerance import DEFAULT_RTOL, FLOAT32_RTOL, check_tolerances, low_precision
 from npattn.debug.weights import check_weights, gradient_array, refuse_unknown_keys
@@ -192,6 +192,43 @@ class BackwardDiagnosis:
     __repr__ = __str__
 
 
+LOW_PRECISION_LIMIT = 1e-2
+"""A float32 (float16) gradient is judged only where that dtype carries it to better than this,
+relative to its largest entry: beyond it, right and wrong code cannot be told apart in that dtype."""
+
+
+def _dtype_of(value: Any) -> Any:
+    arr = from_tensor(value) if value is not None else None
+    return arr.dtype if isinstance(arr, np.ndarray) else None
+
+
+def _low_precision_rtols(
+    x: np.ndarray, weights: Mapping[str, np.ndarray], grad_output: np.ndarray, settings: Mapping[str, Any],
+    reference: Mapping[str, np.ndarray], dtype: np.dtype, problems: list[str],
+) -> dict[str, float]:  # fmt: skip
+    """Each gradient's relative tolerance in ``dtype``: ``FLOAT32_RTOL``, or 4 times the error the
+    same backward computed in float32 (rounded to ``dtype``) makes on this input, where that is more
+    (nearly one-hot rows with small gradients: docs/errors.md, "float32 against float64"). A
+    gradient that ``dtype`` carries to worse than ``LOW_PRECISION_LIMIT`` is named in ``problems``."""
+    def held(a: np.ndarray) -> np.ndarray:  # as a module of dtype holds it (float16: rounded), computed in float32
+        return a.astype(dtype).astype(np.float32)
+
+    with np.errstate(all="ignore"):
+        low = backward_variant(held(x), {k: held(w) for k, w in weights.items()}, held(grad_output), **settings)
+    rtols = {}
+    for name in GRAD_NAMES:
+        scale = float(np.max(np.abs(reference[name]), initial=0.0))
+        error = float(np.max(np.abs(low[name].astype(dtype).astype(np.float64) - reference[name]), initial=0.0))
+        noise = error / scale if scale else 0.0
+        rtols[name] = max(FLOAT32_RTOL, 4 * noise)
+        if rtols[name] > LOW_PRECISION_LIMIT:
+            problems.append(
+                f"d{name} cannot be judged in {dtype}: on this input {dtype} itself is off by {noise:.2g} of the "
+                f"gradient's largest entry (the same backward in float32 against float64); compute it in float64"
+            )
+    return rtols
+
+
 def _close(a: np.ndarray, b: np.ndarray, atol: float | None, rtol: float) -> bool:
     scale = float(np.max(np.abs(b), initial=0.0))
     return a.shape == b.shape and bool(np.all(np.abs(a - b) <= (atol or 0.0) + rtol * scale))
@@ -244,7 +281,9 @@ def diagnose_backward(
     "Reproduce" means |grad - candidate| <= atol + rtol * max|candidate| in every tensor (atol
     unset: 0, so each tensor is judged relative to its own magnitude; with the default tolerances,
     gradients in float32 or float16 are judged with rtol = ``FLOAT32_RTOL``, the precision they
-    carry, as ``npattn check`` judges them). A
+    carry, as ``npattn check`` judges them, or 4 times the error npattn's own backward makes in
+    float32 on this input where that is more; a gradient float32 carries to worse than 1% on this
+    input is named in ``problems`` as one that cannot be judged in it). A
     tensor missing (None), of the wrong shape or not a real array (complex, strings, ...) is
     reported in ``problems``; NaN or inf in ``non_finite``; then no mistake is named.
 
@@ -299,9 +338,13 @@ def diagnose_backward(
         if not np.all(np.isfinite(arr)):
             non_finite.append(f"d{name}")
         user[name] = arr
+    rtols: dict[str, float] = dict.fromkeys(GRAD_NAMES, rtol)
     if atol is None and rtol == DEFAULT_RTOL and any(low_precision(grads.get(n)) for n in GRAD_NAMES):
-        rtol = FLOAT32_RTOL  # gradients computed in float32 (or float16): judged to the precision they carry
-    wrong = [n for n in GRAD_NAMES if n in user and not _close(user[n], reference[n], atol, rtol)]
+        # gradients computed in float32 (or float16): judged to the precision they carry on this input
+        low = np.float16 if any(_dtype_of(grads.get(n)) == np.float16 for n in GRAD_NAMES) else np.float32
+        rtols = _low_precision_rtols(x, weights, grad_output, settings, reference, np.dtype(low), problems)
+        rtol = max(rtols.values())
+    wrong = [n for n in GRAD_NAMES if n in user and not _close(user[n], reference[n], atol, rtols[n])]
     first_wrong = wrong[0] if wrong else None
     correct = not wrong and not problems
     needs = {"", *(["causal"] if causal else []), *(["dropout"] if keep is not None else [])}
