@@ -96,7 +96,8 @@ def cast(arr: np.ndarray, dtype: np.dtype | type, name: str) -> np.ndarray:
 
     Raises:
         DTypeError: a finite value the dtype cannot hold (1e39 into float32, 70000 into float16),
-            which the cast would turn into inf.
+            which the cast would turn into inf; nonzero values that all underflow to 0 (1e-50 into
+            float32).
     """
     if arr.dtype == dtype or np.can_cast(arr.dtype, dtype, "safe"):  # nothing can overflow
         return arr.astype(dtype, copy=False)
@@ -111,6 +112,12 @@ def cast(arr: np.ndarray, dtype: np.dtype | type, name: str) -> np.ndarray:
                 f"{largest:.3g}), the dtype it is computed in; they would become inf "
                 f"(convert the model with .to(np.float64), or scale the values)"
             )
+    if out.dtype.kind == "f" and out.size and not out.any() and arr.any():  # every nonzero entry underflowed
+        largest = float(np.max(np.abs(arr.astype(np.float64))))
+        raise DTypeError(
+            f"{name}: every nonzero entry underflows {out.dtype} (largest magnitude {largest:.3g}), the dtype it is "
+            "computed in; they would all become 0 (convert the model with .to(np.float64), or scale the values)"
+        )
     return out
 
 
