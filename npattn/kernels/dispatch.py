@@ -166,7 +166,7 @@ def attention(
     keys: np.ndarray,
     values: np.ndarray,
     *,
-    causal: bool = False,
+    causal: bool | None = None,
     impl: str = "auto",
     mask: np.ndarray | None = None,
     dropout_keep: np.ndarray | None = None,
@@ -204,7 +204,9 @@ def attention(
     """
     if is_causal is not None or attn_mask is not None or scale is not None:
         causal = _torch_names(causal, is_causal, attn_mask, scale, np.shape(queries)[-1:])
-    if causal is not False and causal is not True:
+    if causal is None:  # unset (PyTorch's is_causal may have set it above): the book's default, no mask
+        causal = False
+    elif causal is not False and causal is not True:
         causal = check_bool(causal, "causal")
     arrays = [queries, keys, values]
     for i, a in enumerate(arrays):  # the common case costs a few attribute reads; anything else is converted
@@ -309,7 +311,7 @@ def _torch_names(causal: Any, is_causal: Any, attn_mask: Any, scale: Any, head_d
                 "(the book's); to scale by s, multiply the queries by s * sqrt(k)"
             )
     if is_causal is not None:
-        if causal is not False:
+        if causal is not None:  # even causal=False: one of the two would be ignored
             raise ConfigError("attention: give causal= or PyTorch's is_causal=, not both")
         return check_bool(is_causal, "is_causal")
     return causal

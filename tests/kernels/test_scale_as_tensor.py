@@ -45,3 +45,16 @@ def test_a_torch_float32_scale_of_an_odd_head_size_runs():
     q = np.random.default_rng(2).standard_normal((4, 3))
     got, _ = kernels.attention(q, q, q, scale=torch.tensor(1 / np.sqrt(3)))
     np.testing.assert_array_equal(got, kernels.attention(q, q, q)[0])
+
+
+@pytest.mark.parametrize(("causal", "is_causal"), [(False, True), (True, False), (True, True), (False, False)])
+def test_causal_and_is_causal_together_are_refused_whatever_their_values(causal, is_causal):
+    """``causal=False`` with ``is_causal=True`` ran causal: an explicit causal=False was taken for unset."""
+    with pytest.raises(ConfigError, match="give causal= or PyTorch's is_causal=, not both"):
+        kernels.attention(Q, Q, Q, causal=causal, is_causal=is_causal)
+
+
+def test_is_causal_alone_and_causal_alone_still_work():
+    want, _ = kernels.attention(Q, Q, Q, causal=True)
+    np.testing.assert_array_equal(kernels.attention(Q, Q, Q, is_causal=True)[0], want)
+    np.testing.assert_array_equal(kernels.attention(Q, Q, Q)[0], kernels.attention(Q, Q, Q, causal=False)[0])
