@@ -139,6 +139,13 @@ def refuse_unknown_keys(mapping: Mapping[Any, Any], known: Collection[str], what
         ConfigError: ``{what}: unknown key 'W_query.bais' (did you mean 'W_query.bias'?); expected ...``.
     """
     unknown = [str(k) for k in mapping if k not in known]
+    if unknown and all(k.startswith("heads.") for k in unknown if k != "mask"):
+        heads = sorted({k.split(".")[1] for k in unknown if k.startswith("heads.")})
+        raise ConfigError(
+            f"{what}: the keys are per head ({', '.join(f'heads.{h}.' for h in heads)}...): the state dict of a "
+            "MultiHeadAttentionWrapper; check the module with check_rows_of(module, x), or one head with the keys "
+            "of heads.0 without their 'heads.0.' prefix"
+        )
     if unknown:
         hints = [
             f"{k!r} (did you mean {m[0]!r}?)" if (m := get_close_matches(k, list(known), 1)) else repr(k)

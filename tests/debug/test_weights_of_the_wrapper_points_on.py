@@ -13,3 +13,12 @@ def test_the_wrapper_is_pointed_to_check_rows_of():
         npattn.weights_of(wrapper)
     assert npattn.check_rows_of(wrapper, npattn.book_batch()).passed
     npattn.weights_of(wrapper.heads[0])  # one head has the three matrices
+
+
+def test_the_wrappers_state_dict_is_pointed_on_too():
+    wrapper = npattn.MultiHeadAttentionWrapper(3, 2, 6, 0.0, num_heads=2, rng=1)
+    xb = npattn.book_batch()
+    with pytest.raises(ConfigError, match=r"the keys are per head \(heads\.0\., heads\.1\.\.\.\.\).*check_rows_of"):
+        npattn.check_rows(xb, wrapper.state_dict(), wrapper(xb), num_heads=2, causal=True)
+    with pytest.raises(ConfigError, match=r"unknown key 'W_querry' \(did you mean 'W_query'\?\)"):
+        npattn.weights_of({"W_querry": 1, "W_key": 1, "W_value": 1})
