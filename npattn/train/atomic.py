@@ -47,9 +47,14 @@ def as_path(path: Any, what: str = "checkpoint path") -> str:
     """``path`` as a str: a str, bytes or os.PathLike naming something (not empty, no NUL byte)."""
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise CheckpointError(f"{what} must be a str or os.PathLike, got {type(path).__name__}")
-    text = os.fsdecode(os.fspath(path))
-    if not text or "\x00" in text:
-        raise CheckpointError(f"{what} must name a file, got {text!r}")
+    try:
+        text = os.fsdecode(os.fspath(path))
+    except TypeError as exc:  # a PathLike whose __fspath__ gives neither str nor bytes
+        raise CheckpointError(f"{what} must be a str or os.PathLike giving a str: {exc}") from None
+    if not text:
+        raise CheckpointError(f"{what} must name a file, got ''")
+    if "\x00" in text:
+        raise CheckpointError(f"{what} {text!r} holds a NUL byte, which no file name can hold")
     return text
 
 
