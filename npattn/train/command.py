@@ -161,11 +161,15 @@ def _restore(
     return history
 
 
-def _given_a_copy(on_log: Callable[[int, float, History], None]) -> Callable[[int, float, History], None]:
+def _given_a_copy(
+    on_log: Callable[[int, float, History], None], progress: RunProgress
+) -> Callable[[int, float, History], None]:
     """``on_log`` as ``train_task`` calls it: with a copy of the history, so what a callback does
-    to the history it is given never reaches the run's record or its checkpoints."""
+    to the history it is given never reaches the run's record or its checkpoints; the run's step
+    is the logged one while it runs (a Ctrl-C in it is reported at that step)."""
 
     def call(step: int, loss: float, history: History) -> None:
+        progress.step = step
         on_log(step, loss, history.copy())
 
     return call
@@ -337,7 +341,7 @@ def train_task(
                 start_step=start_step,
                 history=history,
                 log_every=log_every,
-                on_log=None if on_log is None else _given_a_copy(on_log),
+                on_log=None if on_log is None else _given_a_copy(on_log, progress),
                 on_step=save_checkpoint,
             )
             if start_step == run["steps"]:  # no step left to run: the checkpoint is written all the same
