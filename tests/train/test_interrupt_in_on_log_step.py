@@ -3,8 +3,8 @@
 
 import pytest
 
-from npattn.train.loop import Interrupted
 from npattn.train.command import train_task
+from npattn.train.loop import Interrupted
 
 
 def test_the_step_reported_is_the_logged_one(tmp_path):
