@@ -170,7 +170,7 @@ class BackwardDiagnosis:
         out = []
         if self.non_finite:
             out.append(f"  WRONG: NaN or inf in {', '.join(self.non_finite)}")
-        out += [f"  WRONG: {p}" for p in self.problems]
+        out += [f"  {'NOT JUDGED' if ' cannot be judged in ' in p else 'WRONG'}: {p}" for p in self.problems]
         if self.matches:
             out.append("  your gradients are reproduced exactly by:")
             for identifier, detail in self.matches:

@@ -36,3 +36,11 @@ def test_a_gradient_float32_cannot_carry_is_named():
     assert not result.correct and not result.matches
     assert any(p.startswith("dW_key cannot be judged in float32") for p in result.problems)
     assert not any(p.startswith("dW_value") for p in result.problems)
+
+
+def test_a_gradient_not_judged_is_not_called_wrong_in_the_report():
+    model = npattn.SelfAttention_v1(3, 2, rng=123)
+    x = npattn.book_inputs() * 10
+    G, grads = grads_of(model, x)
+    text = "\n".join(npattn.debug.diagnose_backward(x, npattn.weights_of(model), G, grads).lines())
+    assert "NOT JUDGED: dW_key cannot be judged in float32" in text and "WRONG" not in text
