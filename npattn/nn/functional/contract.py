@@ -130,14 +130,18 @@ def _real_scalar(value: Any, name: str) -> float:
     return float(value)
 
 
-def _finite(value: Any, name: str) -> None:
-    if not np.isfinite(_real_scalar(value, name)):
+def _finite(value: Any, name: str) -> float:
+    number = _real_scalar(value, name)
+    if not np.isfinite(number):
         raise ConfigError(f"{name} must be a finite number, got {value!r}")
+    return number
 
 
-def _positive_finite(value: Any, name: str) -> None:
-    if not 0 < _real_scalar(value, name) < np.inf:  # NaN fails too
+def _positive_finite(value: Any, name: str) -> float:
+    number = _real_scalar(value, name)
+    if not 0 < number < np.inf:  # NaN fails too
         raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
+    return number
 
 
 def _integer(value: Any, name: str) -> None:
@@ -187,15 +191,23 @@ def stage_contract(fn: _F) -> _F:
             return args[i]
         return kwargs.get(name, inspect.Parameter.empty)
 
-    def check_arguments(args: tuple, kwargs: dict) -> None:
+    def check_arguments(args: tuple, kwargs: dict) -> tuple:
+        """The arguments checked; a scalar that passed only the full check is replaced by the plain
+        Python number it returns (np.float16(0.1) as p would compute 1 - p in float16)."""
         for i, name, fast, check in scalars:
             v = args[i] if i is not None and i < len(args) else kwargs.get(name, inspect.Parameter.empty)
             if v is not inspect.Parameter.empty and not fast(v):
-                check(v, f"{stage}: {name}")
+                plain = check(v, f"{stage}: {name}")
+                if plain is not None and plain is not v:
+                    if i is not None and i < len(args):
+                        args = (*args[:i], plain, *args[i + 1 :])
+                    else:
+                        kwargs[name] = plain
         for i, name, meaning in masks:
             v = args[i] if i is not None and i < len(args) else kwargs.get(name)
             if v is not None and v.dtype != bool:
                 check_bool_mask(v, f"{stage}: {name}", meaning)
+        return args
 
     checks_arguments = bool(scalars or masks)
     if backward:
@@ -221,7 +233,7 @@ def stage_contract(fn: _F) -> _F:
                         f"{stage}: expected a gradient of shape {shapes[j]} (the forward output's), got {d.shape}"
                     )
             if checks_arguments:
-                check_arguments(args, kwargs)
+                args = check_arguments(args, kwargs)
             return fn(*args, **kwargs)
 
         return checked_backward  # type: ignore[return-value]
@@ -229,7 +241,7 @@ def stage_contract(fn: _F) -> _F:
     @functools.wraps(fn)
     def checked(*args: Any, **kwargs: Any) -> Any:
         if checks_arguments:
-            check_arguments(args, kwargs)
+            args = check_arguments(args, kwargs)
         if not forward:
             return fn(*args, **kwargs)
         out, cache = fn(*args, **kwargs)
