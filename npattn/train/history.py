@@ -72,14 +72,14 @@ class History:
         )
 
     def state_dict(self) -> dict[str, Any]:
-        """Plain arrays and lists (for checkpoints)."""
+        """Plain arrays and lists (for checkpoints), sharing no memory with the history."""
         return {
             "loss": np.array(self.loss, dtype=np.float64),
             "log_steps": np.array(self.log_steps, dtype=np.int64),
             "moved_from_start": {k: np.array(v) for k, v in self.moved_from_start.items()},
             "moved_since_log": {k: np.array(v) for k, v in self.moved_since_log.items()},
-            "start": dict(self.start),
-            "last_log": dict(self.last_log),
+            "start": {k: v.copy() for k, v in self.start.items()},
+            "last_log": {k: v.copy() for k, v in self.last_log.items()},
         }
 
     @classmethod

@@ -362,8 +362,8 @@ def run_lm(
         if resume is None or "text" in given:
             raise
         raise ConfigError(
-            f"{exc} (the --text the checkpoint stored, relative to the folder its run started in if not "
-            "absolute; pass --text FILE if the file moved)"
+            f"{exc} (the --text the checkpoint stored; a relative one is read from the current folder, "
+            "so resume from the folder the run started in, or pass --text FILE)"
         ) from None
     history = None
     if resume is not None:
@@ -376,8 +376,8 @@ def run_lm(
             raise ConfigError(
                 f"the text read from {read} ({len(text)} characters) differs from the one the checkpoint was trained "
                 f"on {size}; pass the same --text FILE (or none, for the default "
-                "corpus)" + (f"; the stored --text {settings.text!r} is relative to the folder the run started in"
-                             if relative else "")
+                "corpus)" + (f"; the stored --text {settings.text!r} is relative and was read from the current "
+                             "folder: resume from the folder the run started in" if relative else "")
             )  # fmt: skip
         history, stored_tokenizer = resumed, tokenizer
     tokenizer = train_tokenizer(settings.tokenizer, text, settings.vocab_size)

@@ -196,7 +196,7 @@ class GPTDatasetV1:
         count = len(self.input_ids)
         if not -count <= idx < count:
             raise IndexError(f"GPTDatasetV1 index {int(idx)} is out of range: it holds {count} windows")
-        return self.input_ids[idx], self.target_ids[idx]
+        return self.input_ids[idx].copy(), self.target_ids[idx].copy()  # editing one cannot change the dataset
 
 
 def largest_stride(dataset: GPTDatasetV1, windows: int) -> int | None:

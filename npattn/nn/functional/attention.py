@@ -191,7 +191,8 @@ def bias_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarr
     """Returns (dy (..., k), dbias (k,))."""
     # forward: out = y + bias   (bias broadcast over every leading axis)
     _check_grad("bias_backward", d_out, cache[0])
-    return d_out, d_out.reshape(-1, d_out.shape[-1]).sum(axis=0)
+    # a copy, not the caller's d_out: editing one gradient in place must not change the other
+    return d_out.copy(), d_out.reshape(-1, d_out.shape[-1]).sum(axis=0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -422,6 +423,12 @@ def attention_forward(
             keys=keys,
             values=values,
         )
+    dtypes = None
+    if np.float16 in (queries.dtype, keys.dtype, values.dtype):
+        # float16 scores overflow at 65504 (then inf - inf is NaN): run in float32, as kernels.attention
+        # does, and round the output (and in backward the gradients) once to the inputs' dtypes
+        dtypes = (queries.dtype, keys.dtype, values.dtype, np.result_type(queries, keys, values))
+        queries, keys, values = (a.astype(np.float32) if a.dtype == np.float16 else a for a in (queries, keys, values))
     attn_scores, c_scores = scores_forward(queries, keys)
     if record:
         record("attn_scores", attn_scores)
@@ -440,14 +447,18 @@ def attention_forward(
         if record:
             record("dropped_weights", attn_weights)
     context_vec, c_context = context_forward(attn_weights, values)
+    if dtypes is not None:
+        context_vec = context_vec.astype(dtypes[3])
     if record:
         record("context_vec", context_vec)
-    return context_vec, (c_scores, c_mask, c_softmax, c_dropout, c_context)
+    return context_vec, (c_scores, c_mask, c_softmax, c_dropout, c_context, dtypes)
 
 
 def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Returns (d_queries, d_keys, d_values): the stages of attention_forward in reverse."""
-    c_scores, c_mask, c_softmax, c_dropout, c_context = cache
+    c_scores, c_mask, c_softmax, c_dropout, c_context, dtypes = cache
+    if dtypes is not None:  # the forward ran float16 in float32
+        d_context_vec = d_context_vec.astype(np.promote_types(d_context_vec.dtype, np.float32))
     d_attn_weights, d_values = context_backward(d_context_vec, c_context)
     if c_dropout is not None:
         (d_attn_weights,) = dropout_backward(d_attn_weights, c_dropout)
@@ -455,4 +466,6 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
     if c_mask is not None:
         (d_attn_scores,) = mask_backward(d_attn_scores, c_mask)
     d_queries, d_keys = scores_backward(d_attn_scores, c_scores)
+    if dtypes is not None:
+        d_queries, d_keys, d_values = (d.astype(t) for d, t in zip((d_queries, d_keys, d_values), dtypes))
     return d_queries, d_keys, d_values

@@ -75,7 +75,7 @@ def stage_cache(items: Any, stage: str, shapes: tuple) -> StageCache:
 
 CACHE_LENGTHS = {
     "project": 2, "project_qkv": 2, "bias": 1, "scores": 2, "mask": 1, "softmax": 2, "dropout": 2,
-    "context": 2, "split_heads": 1, "merge_heads": 1, "concat": 1, "attention": 5,
+    "context": 2, "split_heads": 1, "merge_heads": 1, "concat": 1, "attention": 6,
     "layer_norm": 3, "gelu": 2, "embedding": 2, "add": 2, "token_cross_entropy": 7,
     "mse_loss": 2, "cross_entropy": 5,  # npattn.nn.losses
 }  # fmt: skip

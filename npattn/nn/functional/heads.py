@@ -62,7 +62,7 @@ def merge_heads_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     (shape,) = cache
     b, h, n, hd = shape
     _check_grad("merge_heads_backward", d_out, (b, n, h * hd))
-    return (d_out.reshape(b, n, h, hd).transpose(0, 2, 1, 3),)
+    return (np.ascontiguousarray(d_out.reshape(b, n, h, hd).transpose(0, 2, 1, 3)),)  # never a view of d_out
 
 
 def concat_forward(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, tuple]:
@@ -80,4 +80,4 @@ def concat_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, ...]:
     (widths,) = cache
     if np.ndim(d_out) < 1 or np.shape(d_out)[-1] != sum(widths):
         raise _shape_error("concat_backward", f"expected a gradient whose last axis is {sum(widths)} wide", d_out=d_out)
-    return tuple(np.split(d_out, np.cumsum(widths)[:-1], axis=-1))
+    return tuple(part.copy() for part in np.split(d_out, np.cumsum(widths)[:-1], axis=-1))  # not views of d_out
