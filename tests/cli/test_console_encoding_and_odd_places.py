@@ -86,7 +86,7 @@ def test_a_relative_stored_text_path_is_explained_on_resume(tmp_path, monkeypatc
             "batch_size": 2, "eval_every": 1, "eval_iter": 1, "sample_tokens": 2, "steps": 2}  # fmt: skip
     run_lm(tiny, save=str(tmp_path / "r.npz"), out=None)
     monkeypatch.chdir(tmp_path / "b")
-    with pytest.raises(ConfigError, match=r"the --text the checkpoint stored, relative to the folder its run started"):
+    with pytest.raises(ConfigError, match=r"the --text the checkpoint stored; a relative one is read from the current"):
         run_lm({"steps": 3}, resume=str(tmp_path / "r.npz"), out=None)
 
 
