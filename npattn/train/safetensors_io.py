@@ -190,13 +190,11 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
                 f"({_KINDS_TEXT}){hint}"
             )
         _check_extent(path, name, entry, len(data) - 8 - header_len)
-    ends = [
-        e["data_offsets"][1]
-        for n, e in (raw.items() if isinstance(raw, dict) else ())
-        if n != "__metadata__" and isinstance(e, dict) and isinstance(e.get("data_offsets"), list)
-        and len(e["data_offsets"]) == 2 and type(e["data_offsets"][1]) is int
-    ]  # fmt: skip
-    if isinstance(raw, dict) and max(ends, default=0) < len(data) - 8 - header_len:
+    entries = [e for n, e in (raw.items() if isinstance(raw, dict) else ()) if n != "__metadata__"]
+    offsets = [e.get("data_offsets") if isinstance(e, dict) else None for e in entries]
+    well_formed = all(isinstance(o, list) and len(o) == 2 and all(type(v) is int for v in o) for o in offsets)
+    ends = [o[1] for o in offsets if o is not None] if well_formed else []  # else the library names the fault
+    if isinstance(raw, dict) and well_formed and max(ends, default=0) < len(data) - 8 - header_len:
         extra = len(data) - 8 - header_len - max(ends, default=0)
         raise CheckpointError(
             f"{path!r} has {extra} byte(s) after the data its header describes (bytes appended to the file, "

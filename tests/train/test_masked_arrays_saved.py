@@ -3,14 +3,19 @@ without a word (the values under the mask then loaded as weights), while .npz re
 array, even one with nothing masked. Both formats now refuse masked entries, naming how many, and
 save a masked array with nothing masked as its data (what npattn computes with)."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 
 import npattn
 from npattn.errors import CheckpointError
 
+FORMATS = ["npz", pytest.param("safetensors", marks=pytest.mark.skipif(
+    importlib.util.find_spec("safetensors") is None, reason="needs the safetensors extra"))]  # fmt: skip
 
-@pytest.mark.parametrize("ext", ["npz", "safetensors"])
+
+@pytest.mark.parametrize("ext", FORMATS)
 def test_masked_entries_are_refused_and_the_old_file_kept(tmp_path, ext):
     path = tmp_path / f"w.{ext}"
     npattn.save({"W": np.zeros((3, 2))}, path)
@@ -23,7 +28,7 @@ def test_masked_entries_are_refused_and_the_old_file_kept(tmp_path, ext):
         npattn.save({"s": np.ma.masked_array(3.0, mask=True)}, path)
 
 
-@pytest.mark.parametrize("ext", ["npz", "safetensors"])
+@pytest.mark.parametrize("ext", FORMATS)
 def test_nothing_masked_is_saved_as_its_data(tmp_path, ext):
     path = tmp_path / f"w.{ext}"
     npattn.save({"W": np.ma.masked_array(np.arange(6.0).reshape(3, 2), mask=False)}, path)
@@ -33,6 +38,7 @@ def test_nothing_masked_is_saved_as_its_data(tmp_path, ext):
 
 
 def test_a_bfloat16_tensor_is_told_to_become_float_first(tmp_path):
+    pytest.importorskip("safetensors")
     torch = pytest.importorskip("torch")
     with pytest.raises(CheckpointError, match=r"a bfloat16 one after \.float\(\)"):
         npattn.save({"w": torch.ones(2, dtype=torch.bfloat16)}, tmp_path / "w.safetensors")

@@ -7,6 +7,8 @@ import pytest
 import npattn
 from npattn.errors import CheckpointError
 
+pytest.importorskip("safetensors")
+
 
 def test_bytes_appended_are_named(tmp_path):
     path = tmp_path / "w.safetensors"
@@ -27,3 +29,14 @@ def test_bytes_after_a_header_with_no_tensors_are_named(tmp_path):
         f.write(b"!")
     with pytest.raises(CheckpointError, match=r"has 1 byte\(s\) after the data its header describes"):
         npattn.load(path)
+
+
+def test_offsets_that_are_not_integers_get_the_librarys_diagnosis(tmp_path):
+    import json
+
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": ["0", "16"]}}).encode()
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(len(header).to_bytes(8, "little") + header + bytes(16))
+    with pytest.raises(CheckpointError, match=r'invalid type: string "0"') as info:
+        npattn.load(path)
+    assert "after the data" not in str(info.value)
