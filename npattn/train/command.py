@@ -286,13 +286,15 @@ def train_task(
     if save is None and save_every:
         raise ConfigError(f"save_every={save_every} needs a save path (--save FILE)")
     if save is not None:
-        atomic.check_run_target(save)
+        atomic.check_run_target(save, holds=False)  # what it holds: after the resume is read
     start_step = 0
     if resume is not None:
         saved, run, start_step = _read_run(resume, steps, given)
     else:
         settings = {**DEFAULTS, **given}
         run = _run_config(settings["task"], settings["optimizer"], settings["lr"], steps, settings["seed"])
+    if save is not None:  # resuming in place: a bad file is named as the resume it is, not as a save target
+        atomic.check_run_target(save)
     try:
         the_task = make_task(run["task"], seed=run["seed"])
         model = the_task.make_model()
