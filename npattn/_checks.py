@@ -91,13 +91,14 @@ def as_array(value: Any, name: str, dtype: np.dtype | type | None = None) -> np.
     return arr
 
 
-def cast(arr: np.ndarray, dtype: np.dtype | type, name: str) -> np.ndarray:
+def cast(arr: np.ndarray, dtype: np.dtype | type, name: str, refuse_underflow: bool = False) -> np.ndarray:
     """``arr`` in ``dtype`` (no copy when it has it).
 
     Raises:
         DTypeError: a finite value the dtype cannot hold (1e39 into float32, 70000 into float16),
-            which the cast would turn into inf; nonzero values that all underflow to 0 (1e-50 into
-            float32).
+            which the cast would turn into inf; with ``refuse_underflow`` (a module's input or
+            upstream gradient, not a ``.grad``, where rounding to 0 is a zero update as in torch),
+            nonzero values that all underflow to 0 (1e-50 into float32).
     """
     if arr.dtype == dtype or np.can_cast(arr.dtype, dtype, "safe"):  # nothing can overflow
         return arr.astype(dtype, copy=False)
@@ -112,7 +113,7 @@ def cast(arr: np.ndarray, dtype: np.dtype | type, name: str) -> np.ndarray:
                 f"{largest:.3g}), the dtype it is computed in; they would become inf "
                 f"(convert the model with .to(np.float64), or scale the values)"
             )
-    if out.dtype.kind == "f" and out.size and not out.any() and arr.any():  # every nonzero entry underflowed
+    if refuse_underflow and out.dtype.kind == "f" and out.size and not out.any() and arr.any():  # all underflowed
         largest = float(np.max(np.abs(arr.astype(np.float64))))
         raise DTypeError(
             f"{name}: every nonzero entry underflows {out.dtype} (largest magnitude {largest:.3g}), the dtype it is "
@@ -207,7 +208,7 @@ def as_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.n
         raise ShapeError(
             f"{name}: expected last dimension d_in={d_in}, got shape {arr.shape} (last dimension {arr.shape[-1]})"
         )
-    return cast(arr, dtype, name)
+    return cast(arr, dtype, name, refuse_underflow=True)
 
 
 def as_batched_input(x: Any, d_in: int, dtype: np.dtype | type, name: str = "x") -> np.ndarray:
@@ -237,20 +238,20 @@ def as_features(x: Any, features: int, dtype: np.dtype | type, name: str = "x") 
     arr = as_array(x, name)
     if arr.ndim == 0 or arr.shape[-1] != features:
         raise ShapeError(f"{name}: expected shape (..., in_features={features}), got shape {arr.shape}")
-    return cast(arr, dtype, name)
+    return cast(arr, dtype, name, refuse_underflow=True)
 
 
 def check_grad_output(
     grad: Any, expected_shape: tuple[int, ...], dtype: np.dtype, name: str = "grad_output"
 ) -> np.ndarray:
     """Validate an upstream gradient: it must have exactly the forward output's shape."""
-    arr = as_array(grad, name, dtype)
+    arr = as_array(grad, name)
     if arr.shape != tuple(expected_shape):
         raise ShapeError(
             f"{name}: expected shape {tuple(expected_shape)} (the shape of the last forward output: backward "
             f"differentiates the most recent forward call), got {arr.shape}"
         )
-    return arr
+    return cast(arr, dtype, name, refuse_underflow=True)
 
 
 def check_float_dtype(dtype: Any, name: str = "dtype") -> np.dtype:

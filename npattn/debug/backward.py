@@ -170,7 +170,9 @@ class BackwardDiagnosis:
         out = []
         if self.non_finite:
             out.append(f"  WRONG: NaN or inf in {', '.join(self.non_finite)}")
-        out += [f"  {'NOT JUDGED' if ' cannot be judged in ' in p else 'WRONG'}: {p}" for p in self.problems]
+        out += [f"  {'NOT JUDGED' if _not_judged(p) else 'WRONG'}: {p}" for p in self.problems]
+        if self.first_wrong and self.problems and all(map(_not_judged, self.problems)) and not self.matches:
+            out.append(f"  WRONG: d{self.first_wrong} differs from npattn's gradient beyond the tolerance")
         if self.matches:
             out.append("  your gradients are reproduced exactly by:")
             for identifier, detail in self.matches:
@@ -195,6 +197,11 @@ class BackwardDiagnosis:
 LOW_PRECISION_LIMIT = 1e-2
 """A float32 (float16) gradient is judged only where that dtype carries it to better than this,
 relative to its largest entry: beyond it, right and wrong code cannot be told apart in that dtype."""
+
+
+def _not_judged(problem: str) -> bool:
+    """A problem that says a gradient cannot be judged in its dtype (not that it is wrong)."""
+    return " cannot be judged in " in problem
 
 
 def _dtype_of(value: Any) -> Any:
@@ -344,7 +351,11 @@ def diagnose_backward(
         low = np.float16 if any(_dtype_of(grads.get(n)) == np.float16 for n in GRAD_NAMES) else np.float32
         rtols = _low_precision_rtols(x, weights, grad_output, settings, reference, np.dtype(low), problems)
         rtol = max(rtols.values())
-    wrong = [n for n in GRAD_NAMES if n in user and not _close(user[n], reference[n], atol, rtols[n])]
+    unjudged = {n for n in GRAD_NAMES if any(p.startswith(f"d{n} cannot be judged") for p in problems)}
+    wrong = [
+        n for n in GRAD_NAMES if n in user and n not in unjudged and not _close(user[n], reference[n], atol, rtols[n])
+    ]
+    blocking = [p for p in problems if not _not_judged(p)]  # a missing or misshapen tensor: no mistake is named
     first_wrong = wrong[0] if wrong else None
     correct = not wrong and not problems
     needs = {"", *(["causal"] if causal else []), *(["dropout"] if keep is not None else [])}
@@ -358,7 +369,7 @@ def diagnose_backward(
             match = _reproduce(mistake, x, weights, grad_output, settings, forms, user, reference, atol, rtol)
             if match == "correct":
                 indistinguishable.append(mistake.identifier)
-            elif match is not None and not correct and not problems:
+            elif match is not None and wrong and not blocking:  # a judged gradient is wrong: which mistake?
                 matches.append((mistake.identifier, match))
     return BackwardDiagnosis(
         correct=correct,

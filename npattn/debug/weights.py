@@ -139,7 +139,8 @@ def refuse_unknown_keys(mapping: Mapping[Any, Any], known: Collection[str], what
         ConfigError: ``{what}: unknown key 'W_query.bais' (did you mean 'W_query.bias'?); expected ...``.
     """
     unknown = [str(k) for k in mapping if k not in known]
-    if unknown and all(k.startswith("heads.") for k in unknown if k != "mask"):
+    per_head = [k for k in unknown if k.startswith("heads.")]
+    if per_head and all(k.startswith("heads.") for k in unknown if k != "mask"):
         heads = sorted({k.split(".")[1] for k in unknown if k.startswith("heads.")})
         raise ConfigError(
             f"{what}: the keys are per head ({', '.join(f'heads.{h}.' for h in heads)}...): the state dict of a "

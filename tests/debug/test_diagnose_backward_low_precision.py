@@ -44,3 +44,13 @@ def test_a_gradient_not_judged_is_not_called_wrong_in_the_report():
     G, grads = grads_of(model, x)
     text = "\n".join(npattn.debug.diagnose_backward(x, npattn.weights_of(model), G, grads).lines())
     assert "NOT JUDGED: dW_key cannot be judged in float32" in text and "WRONG" not in text
+
+
+def test_a_wrong_gradient_beside_one_not_judged_is_called_wrong():
+    model = npattn.SelfAttention_v1(3, 2, rng=123)
+    x = npattn.book_inputs() * 10
+    G, grads = grads_of(model, x)
+    grads["W_value"] = grads["W_value"] * 2
+    result = npattn.debug.diagnose_backward(x, npattn.weights_of(model), G, grads)
+    text = "\n".join(result.lines())
+    assert result.first_wrong == "W_value" and "WRONG: dW_value differs from npattn's gradient" in text

@@ -22,3 +22,14 @@ def test_the_wrappers_state_dict_is_pointed_on_too():
         npattn.check_rows(xb, wrapper.state_dict(), wrapper(xb), num_heads=2, causal=True)
     with pytest.raises(ConfigError, match=r"unknown key 'W_querry' \(did you mean 'W_query'\?\)"):
         npattn.weights_of({"W_querry": 1, "W_key": 1, "W_value": 1})
+
+
+def test_a_stray_mask_key_is_an_unknown_key_not_a_wrapper():
+    import numpy as np
+
+    weights = dict(npattn.weights_of(npattn.SelfAttention_v1(3, 2, rng=1)), mask=np.zeros((6, 6)))
+    with pytest.raises(ConfigError, match=r"grads: unknown key 'mask'"):
+        from npattn.debug.weights import refuse_unknown_keys
+
+        refuse_unknown_keys({"x": 1, "mask": 1}, ("x", "W_query", "W_key", "W_value"), "grads")
+    assert weights

@@ -31,3 +31,16 @@ def test_zeros_and_partial_underflow_pass():
     x = npattn.book_inputs().astype(np.float64)
     x[0, 0] = 1e-50
     model(x)
+
+
+def test_a_grad_that_rounds_to_zero_is_a_zero_update_in_step():
+    """The refusal is for module inputs and upstream gradients only: a ``.grad`` that rounds to 0 in
+    the parameter's dtype is a zero update, as in torch, and the other parameters still step."""
+    from npattn.nn.module import Parameter
+    from npattn.optim import SGD
+
+    p, q = Parameter(np.ones(3, np.float16)), Parameter(np.ones(3, np.float16))
+    p.grad, q.grad = np.full(3, 1e-8, np.float32), np.full(3, 0.5, np.float32)
+    SGD([p, q], lr=0.1, momentum=0.9).step()
+    np.testing.assert_array_equal(p.data, np.ones(3, np.float16))
+    np.testing.assert_array_equal(q.data, np.full(3, 0.95, np.float16))

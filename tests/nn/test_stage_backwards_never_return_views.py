@@ -33,3 +33,14 @@ def test_float16_attention_forward_gives_the_reference_paths_numbers():
     np.testing.assert_array_equal(out, want)
     grads = F.attention_backward(np.ones((2, 3), np.float16), cache)
     assert all(g.dtype == np.float16 and np.isfinite(g).all() for g in grads)
+
+
+def test_one_head_or_one_token_gives_no_views_either():
+    for shape in ((2, 1, 3, 4), (2, 2, 1, 4)):
+        y, c = F.merge_heads_forward(np.zeros(shape))
+        G = np.ones(y.shape)
+        assert not np.shares_memory(F.merge_heads_backward(G, c)[0], G)
+    for x_shape, heads in (((2, 3, 4), 1), ((2, 1, 4), 2)):
+        s, c = F.split_heads_forward(np.zeros(x_shape), heads)
+        G = np.ones(s.shape)
+        assert not np.shares_memory(F.split_heads_backward(G, c)[0], G)

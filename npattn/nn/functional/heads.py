@@ -45,7 +45,8 @@ def split_heads_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
         raise _shape_error(
             "split_heads_backward", f"expected a gradient (b={b}, h, n={n}, hd) with h * hd = {width}", d_out=d_out
         )
-    return (d_out.transpose(0, 2, 1, 3).reshape(shape),)
+    dx = d_out.transpose(0, 2, 1, 3).reshape(shape)  # a copy, except for one head or one token: then a view
+    return (dx.copy() if np.may_share_memory(dx, d_out) else dx,)
 
 
 def merge_heads_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
@@ -62,7 +63,7 @@ def merge_heads_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     (shape,) = cache
     b, h, n, hd = shape
     _check_grad("merge_heads_backward", d_out, (b, n, h * hd))
-    return (np.ascontiguousarray(d_out.reshape(b, n, h, hd).transpose(0, 2, 1, 3)),)  # never a view of d_out
+    return (d_out.reshape(b, n, h, hd).transpose(0, 2, 1, 3).copy(),)  # never a view of d_out
 
 
 def concat_forward(arrays: Sequence[np.ndarray]) -> tuple[np.ndarray, tuple]:
