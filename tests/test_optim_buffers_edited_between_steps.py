@@ -6,7 +6,7 @@ squares made the weights NaN; an int moment trained with truncated numbers). The
 import numpy as np
 import pytest
 
-from npattn.errors import StateDictError
+from npattn.errors import DTypeError, StateDictError
 from npattn.nn.module import Parameter
 from npattn.optim import SGD, Adam, AdamW
 
@@ -89,3 +89,17 @@ def test_a_model_converted_after_steps_trains_on_with_its_buffers_cast(cls, to):
     by_hand.step()
     np.testing.assert_array_equal(q.data, r.data)
     assert all(v.dtype == np.dtype(to) for v in opt.state[q].values() if isinstance(v, np.ndarray))
+
+
+def test_a_buffer_the_new_dtype_cannot_hold_is_refused_and_nothing_changes():
+    """Adam's exp_avg_sq of 1e5 cast to float16 (after model.to(float16)) would be inf: refused."""
+    p = Parameter(np.ones(3))
+    p.grad = np.full(3, 1e4)
+    opt = Adam([p], lr=1e-3)
+    opt.step()
+    p.data = p.data.astype(np.float16)
+    p.grad = np.ones(3, np.float16)
+    before = snapshot(p, opt)
+    with pytest.raises(DTypeError, match=r"Adam: state 'exp_avg_sq': 3 of 3 entries overflow float16"):
+        opt.step()
+    assert_unchanged(p, opt, before)

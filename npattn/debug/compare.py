@@ -243,8 +243,12 @@ def _float64_inputs(x: Any, weights: Mapping[str, Any] | None, implementations: 
     inputs too). A function's own weights, or a Trace's, are unknown: float32's tolerance stays."""
     if weights is not None:
         return all_float64(x, weights)
-    modules = all(isinstance(impl, Module) for impl in implementations)
-    return modules and all(p.dtype == np.float64 for impl in implementations for p in impl.parameters())
+    if not all(isinstance(impl, Module) for impl in implementations):
+        return False
+    params = [list(impl.parameters()) for impl in implementations]
+    if not all(params):  # a module without parameters computes in what it is given (as before: x decides)
+        return all_float64(x, {})
+    return all(p.dtype == np.float64 for ps in params for p in ps)
 
 
 def _refuse_non_finite(x: Any) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from npattn._checks import cast
 from npattn.errors import ConfigError, StateDictError
 from npattn.nn.module import Parameter
 from npattn.nn.parameter import zero_grads
@@ -218,7 +219,8 @@ class Optimizer:
         state = self.state.get(p, {})
         dtype = p.data.dtype
         if any(isinstance(v, np.ndarray) and v.dtype != dtype for v in state.values()):
-            state = {k: v.astype(dtype) if isinstance(v, np.ndarray) else v for k, v in state.items()}
+            state = {k: cast(v, dtype, f"{type(self).__name__}: state {k!r}") if isinstance(v, np.ndarray) else v
+                     for k, v in state.items()}  # fmt: skip
         if p.data.ndim != 0:
             return self._update(p.data, grad, settings, state)
         flat = {k: v.reshape(1) if isinstance(v, np.ndarray) else v for k, v in state.items()}
