@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, as_number, check_bool, check_positive_int, finite_float, from_tensor
+from npattn._checks import as_array, as_number, check_bool, check_positive_int, finite_float
 from npattn.errors import ConfigError, ShapeError
 from npattn.kernels.blocks import splits_slabs
 from npattn.kernels.fused import fused_backward, fused_forward
@@ -303,9 +303,9 @@ def _torch_names(causal: Any, is_causal: Any, attn_mask: Any, scale: Any, head_d
     if scale is not None and head_dim:
         book = 1.0 / math.sqrt(head_dim[0]) if head_dim[0] else math.inf
         number = finite_float(as_number(scale))  # a NumPy scalar, a 0-d array or tensor: its number
-        given = np.asarray(from_tensor(scale))  # a float32 tensor holds 1/sqrt(k) rounded to float32
-        tol = float(np.finfo(given.dtype).eps) if given.dtype.kind == "f" else 1e-12
-        if number is None or not math.isclose(number, book, rel_tol=max(tol, 1e-12), abs_tol=0.0):
+        if number is not None and not math.isclose(number, book, rel_tol=1e-12, abs_tol=0.0):
+            number = None if number not in _book_scale_rounded(book) else book  # 1/sqrt(k) held in a narrower float
+        if number is None:
             raise ConfigError(
                 f"attention: scale={scale!r:.40} is not supported: npattn scales the scores by 1/sqrt(k) = {book:.6g} "
                 "(the book's); to scale by s, multiply the queries by s * sqrt(k)"
@@ -315,6 +315,15 @@ def _torch_names(causal: Any, is_causal: Any, attn_mask: Any, scale: Any, head_d
             raise ConfigError("attention: give causal= or PyTorch's is_causal=, not both")
         return check_bool(is_causal, "is_causal")
     return causal
+
+
+def _book_scale_rounded(book: float) -> set[float]:
+    """1/sqrt(k) rounded to float32, float16 and bfloat16 (a tensor of the book's scale in those
+    dtypes holds one of these), as Python floats."""
+    f32 = np.float32(book)
+    bits = int(f32.view(np.uint32))
+    bf16 = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16  # round to nearest even at bfloat16's 8 bits
+    return {float(f32), float(np.float16(book)), float(np.uint32(bf16).view(np.float32))}
 
 
 def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -58,3 +58,18 @@ def test_is_causal_alone_and_causal_alone_still_work():
     want, _ = kernels.attention(Q, Q, Q, causal=True)
     np.testing.assert_array_equal(kernels.attention(Q, Q, Q, is_causal=True)[0], want)
     np.testing.assert_array_equal(kernels.attention(Q, Q, Q)[0], kernels.attention(Q, Q, Q, causal=False)[0])
+
+
+def test_only_the_books_scale_rounded_is_accepted_not_its_neighbours():
+    """One epsilon of tolerance let the next float16 after 0.5 (0.5005) stand for the book's 0.5."""
+    q = np.random.default_rng(3).standard_normal((4, 4))
+    for neighbour in (np.nextafter(np.float16(0.5), np.float16(1)), np.nextafter(np.float32(0.5), np.float32(1))):
+        with pytest.raises(ConfigError, match="is not supported"):
+            kernels.attention(q, q, q, scale=neighbour)
+
+
+def test_a_bfloat16_tensor_of_the_books_scale_runs():
+    torch = pytest.importorskip("torch")
+    q = np.random.default_rng(2).standard_normal((4, 3))
+    got, _ = kernels.attention(q, q, q, scale=torch.tensor(1 / np.sqrt(3), dtype=torch.bfloat16))
+    np.testing.assert_array_equal(got, kernels.attention(q, q, q)[0])
