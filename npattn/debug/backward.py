@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import check_positive_int, from_tensor
+from npattn._checks import check_bool, check_positive_int, from_tensor
 from npattn.debug.backvariant import _PATHS, GRAD_NAMES, attention_reference, backward_variant
 from npattn.debug.tolerance import DEFAULT_RTOL, FLOAT32_RTOL, check_tolerances, low_precision
 from npattn.debug.weights import check_weights, gradient_array, refuse_unknown_keys
@@ -306,6 +306,7 @@ def diagnose_backward(
         )
     refuse_unknown_keys(grads, GRAD_NAMES, "grads")
     atol, rtol = check_tolerances(atol, rtol, "diagnose_backward")
+    causal = check_bool(causal, "diagnose_backward: causal")
     x64, *Ws = check_weights(x, weights)
     x, weights = x64, dict(zip(GRAD_NAMES[1:], Ws))
     d_out = Ws[0].shape[1]

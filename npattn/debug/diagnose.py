@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from npattn import _html
-from npattn._checks import as_array
+from npattn._checks import as_array, check_bool
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.tolerance import (
     FORWARD_RTOL,
@@ -296,6 +296,7 @@ def diagnose(
             x or the weights do not fit.
     """
     atol, given = check_tolerances(atol, FORWARD_RTOL if rtol is None else rtol, "diagnose")
+    causal = check_bool(causal, "diagnose: causal")
     check_single_head(weights_of(weights), "diagnose")  # a state dict's out_proj.* counts too
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)
     raw = as_array(to_numpy(output), "output")

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, check_positive_int
+from npattn._checks import as_array, check_bool, check_positive_int
 from npattn.debug.formulas import WEIGHT_NAMES, kind_of
 from npattn.debug.tolerance import (
     FORWARD_RTOL,
@@ -179,6 +179,7 @@ def check_rows(
             token of x.
     """
     atol, given = check_tolerances(atol, FORWARD_RTOL if rtol is None else rtol, "check_rows")
+    causal = check_bool(causal, "check_rows: causal")
     if not isinstance(weights, ModuleWeights):  # a state dict's out_proj.* marks it, as a module's does
         weights = weights_of(weights)
     x64, (Wq, Wk, Wv), biases = check_weights_and_biases(x, weights)

@@ -204,6 +204,8 @@ def attention(
     """
     if is_causal is not None or attn_mask is not None or scale is not None:
         causal = _torch_names(causal, is_causal, attn_mask, scale, np.shape(queries)[-1:])
+    if copy is not True and copy is not False:
+        copy = check_bool(copy, "attention: copy")
     if causal is None:  # unset (PyTorch's is_causal may have set it above): the book's default, no mask
         causal = False
     elif causal is not False and causal is not True:
