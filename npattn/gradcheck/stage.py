@@ -139,6 +139,13 @@ def gradcheck_stage(
         return float(np.sum(run()[0] * G))
 
     report = _new_report(out, G, eps, atol, rtol)
+    low = sorted({str(d) for a in inputs if (d := getattr(from_tensor(a), "dtype", None)) is not None
+                  and d.kind == "f" and d.itemsize < 8})  # fmt: skip
+    if low:  # as gradcheck says of a module in another dtype
+        report.copied = (
+            f"note: checked on float64 copies of the {'/'.join(low)} inputs: a code path that runs only in "
+            f"{low[0]} (not in float64) is not checked"
+        )
     report.unchecked = "; ".join(skipped)
     report.note = "\n".join(filter(None, [report.note, report.unchecked_note]))
     atol, noise = report.atol, report.noise
