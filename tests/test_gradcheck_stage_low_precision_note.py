@@ -15,7 +15,8 @@ def f_backward(d, cache):
 
 
 def test_float32_inputs_get_the_float64_copy_note():
-    report = npattn.gradcheck_stage(f_forward, f_backward, [np.random.default_rng(0).standard_normal(3).astype(np.float32)])
+    x = np.random.default_rng(0).standard_normal(3).astype(np.float32)
+    report = npattn.gradcheck_stage(f_forward, f_backward, [x])
     assert "note: checked on float64 copies of the float32 inputs" in str(report)
 
 
