@@ -63,7 +63,8 @@ the book's loop holds them all in memory."""
 
 
 def read_text(path: str | os.PathLike[str]) -> str:
-    """The contents of a UTF-8 text file (a leading byte-order mark is dropped), at most
+    """The contents of a UTF-8 text file (a leading byte-order mark is dropped; \r\n and \r read
+    as \n, as Python's text mode reads them for the book), at most
     ``MAX_TEXT_BYTES``. Only a regular file is read (``atomic.check_source``): a FIFO, a device
     such as /dev/zero or a directory is refused before it is opened, so nothing hangs.
 
@@ -91,7 +92,8 @@ def read_text(path: str | os.PathLike[str]) -> str:
             f"{path!r} is not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} is invalid "
             f"({_conversion_hint(data, exc.start)})"
         ) from None
-    text = text.removeprefix("\ufeff")
+    # newlines as the book's open(path, "r", encoding="utf-8").read() gives them: \r\n and \r become \n
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     if not text:
         raise ConfigError(f"{path!r} is empty")
     return text
