@@ -100,6 +100,9 @@ def run_trace(
         seed = 123 if seed is None else seed
         n = check_positive_int(n_tokens, "n_tokens")
         x = np.random.default_rng(seed).random(((2,) if attention else ()) + (n, d_in)).astype(np.float32)
+    if not book:  # the weights are drawn before the trace's own estimate can be made: refuse them first
+        copies = (num_heads if name == "wrapper" else 1) * 3 * d_in * d_out + (d_out * d_out if name == "mha" else 0)
+        check_bytes(2 * 8 * copies, f"building {name}'s weights for d_in={d_in}, d_out={d_out}")  # float64 draws
     model = build_attention(name, d_in, d_out, n_tokens, num_heads=num_heads, seed=seed)
     prediction = predict_shapes_for(model, x)
     # The trace keeps a copy of every stage while the forward holds its own: twice the prediction.
