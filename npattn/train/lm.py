@@ -74,6 +74,19 @@ def _number(value: Any) -> float | None:
     return finite_float(value)
 
 
+def _refusal(form: str) -> Callable[..., NoReturn]:
+    """A BatchLoss operator that refuses, naming the operation: ``form`` with the other operand."""
+
+    def refuse(self: Any, other: Any = None) -> NoReturn:
+        raise ConfigError(
+            f"{form.format(f'{other!r:.40}')}: a BatchLoss can only be multiplied or divided by a finite number "
+            "(loss / accum_steps) or negated, which scales its gradients alike; for anything else call backward() "
+            "on each loss (the gradients accumulate in .grad), or compute with float(loss) to report it"
+        )
+
+    return refuse
+
+
 class BatchLoss:
     """The mean cross-entropy of one batch, as a number (``float(loss)``, ``loss.item()``) that
     can also run its own backward: ``loss.backward()`` computes dL/dlogits and hands it to
@@ -121,36 +134,15 @@ class BatchLoss:
     def __neg__(self) -> BatchLoss:
         return self._scaled(-1.0, "*")
 
-    def _refused(self, op: str) -> NoReturn:
-        raise ConfigError(
-            f"{op}: a BatchLoss can only be multiplied or divided by a finite number (loss / accum_steps) or "
-            "negated, which scales its gradients alike; for anything else call backward() on each loss (the "
-            "gradients accumulate in .grad), or compute with float(loss) to report it"
-        )
-
-    def __add__(self, other: Any) -> NoReturn:
-        self._refused(f"loss + {other!r:.40}")
-
-    def __radd__(self, other: Any) -> NoReturn:
-        self._refused(f"{other!r:.40} + loss")
-
-    def __sub__(self, other: Any) -> NoReturn:
-        self._refused(f"loss - {other!r:.40}")
-
-    def __rsub__(self, other: Any) -> NoReturn:
-        self._refused(f"{other!r:.40} - loss")
-
-    def __pow__(self, other: Any) -> NoReturn:
-        self._refused(f"loss ** {other!r:.40}")
-
-    def __rpow__(self, other: Any) -> NoReturn:
-        self._refused(f"{other!r:.40} ** loss")
-
-    def __rtruediv__(self, other: Any) -> NoReturn:
-        self._refused(f"{other!r:.40} / loss (the loss as a divisor)")
-
-    def __abs__(self) -> NoReturn:
-        self._refused("abs(loss)")
+    # everything else a number allows is refused, naming the operation ({} is the other operand)
+    __add__ = _refusal("loss + {}")
+    __radd__ = _refusal("{} + loss")
+    __sub__ = _refusal("loss - {}")
+    __rsub__ = _refusal("{} - loss")
+    __pow__ = _refusal("loss ** {}")
+    __rpow__ = _refusal("{} ** loss")
+    __rtruediv__ = _refusal("{} / loss (the loss as a divisor)")
+    __abs__ = _refusal("abs(loss)")
 
     def backward(self) -> None:
         """Raises BackwardError if the model ran another forward after this loss was computed, or
