@@ -18,7 +18,8 @@ See docs/architecture.md.
 import os as _os
 import signal as _signal
 import sys as _sys
-from typing import Any as _Any
+
+from npattn import _interrupts  # no NumPy: the Ctrl-C guard below is set before NumPy loads
 
 
 def _started_as_command() -> bool:
@@ -32,28 +33,15 @@ def _started_as_command() -> bool:
     return name in ("npattn", "npattn-script") and _os.path.basename(_sys.argv[0] or "").startswith("npattn")
 
 
-def _interrupted_while_starting(signum: int, frame: _Any) -> None:
-    """Ctrl-C before the command line runs: its one line and exit 130, as ``npattn.cli.main`` says it."""
-    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # a second press waits for the exit
-    args = _sys.argv[1:]
-    command = args[0] if args and not args[0].startswith("-") else "demo"
-    try:
-        if _sys.stderr is not None:
-            _sys.stderr.write(f"npattn {command}: interrupted\n")
-            _sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-    raise SystemExit(130)
-
-
 _guarded = False
-# the import takes ~0.3 s: a Ctrl-C in it is the command's (one line, exit 130), not a traceback.
+# the import takes ~0.3 s: a Ctrl-C in it is the command's (one line, exit 130), not a traceback
+# (npattn._interrupts.exit_while_starting).
 # A SIGINT ignored at the start (a background job of a script, `npattn train ... &`) is taken over
 # too, as the command line takes it over once it runs (npattn.cli.main.entry): otherwise a Ctrl-C
 # in the import was dropped and one after it stopped the run.
 if _started_as_command() and _signal.getsignal(_signal.SIGINT) in (_signal.default_int_handler, _signal.SIG_IGN):
     try:
-        _signal.signal(_signal.SIGINT, _interrupted_while_starting)
+        _signal.signal(_signal.SIGINT, _interrupts.exit_while_starting)
         _guarded = True
     except (ValueError, OSError):  # not the main thread, or no signals here
         pass

@@ -307,14 +307,29 @@ def entry() -> int:
     """The ``npattn`` script and ``python -m npattn``: ``main()``, where the first Ctrl-C interrupts
     and later presses are ignored, so the first one is reported whole (a second press inside the
     report printed a traceback, or replaced "interrupted at step N; the last checkpoint ..." by a
-    bare "interrupted"; one during Python's shutdown ended the process by the signal, not exit 130)."""
+    bare "interrupted"). A press anywhere before the exit is the command's one line and 130: while
+    the parser is built or as ``main`` returns (tracebacks), or where Python drops the exception (a
+    ``__del__``: a traceback, then exit 0). Once ``main`` has returned, SIGINT is ignored until the
+    exit: Python's shutdown gives Ctrl-C back to the OS, and a press there ended the process by the
+    signal (-2) with nothing said, its work done."""
+    dropped = sys.unraisablehook
+    sys.unraisablehook = lambda unraisable: _unless_interrupt(unraisable, dropped)
     try:
         signal.signal(signal.SIGINT, _first_interrupt_only)
     except (ValueError, OSError):  # not the main thread, or no signals here: Python's default stays
         pass
-    code = main()
-    if code == 130:  # interrupted (also by a child's Ctrl-C): nothing more to report
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    code = 130
+    try:
+        try:
+            code = main()
+        finally:
+            _ignore_interrupts()
+    except KeyboardInterrupt:  # pressed outside main's own report (as the parser was built, or main returned)
+        tell(f"npattn {_interrupts.command_of(sys.argv)}: interrupted")
+        return 130
+    if _interrupts.pressed and code != 130:  # a press whose KeyboardInterrupt Python dropped
+        tell(f"npattn {_interrupts.command_of(sys.argv)}: interrupted")
+        return 130
     return code
 
 
@@ -322,6 +337,21 @@ def _first_interrupt_only(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the presses after this one wait for nothing
     _interrupts.press()  # should Python lose the exception, the training loop raises it at its next step
     raise KeyboardInterrupt
+
+
+def _ignore_interrupts() -> None:
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except (ValueError, OSError):
+        pass
+
+
+def _unless_interrupt(unraisable: Any, hook: Any) -> None:
+    """``sys.unraisablehook`` of the command line: a KeyboardInterrupt Python drops (raised in a
+    ``__del__``) is the recorded press ``entry`` reports, not a traceback; the rest go to ``hook``."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _interrupts.pressed:
+        return
+    hook(unraisable)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -89,9 +89,9 @@ def test_after_the_import_the_guard_stays_until_the_command_line_sets_its_own(tm
     """``python -m npattn`` imports the command line's modules after the package: a Ctrl-C there
     printed Python's traceback when the package had given Python's handler back."""
     code = "import signal, sys; sys.argv[0] = '-m'; sys.orig_argv = ['python', '-m', 'npattn']; import npattn; "
-    code += "print(signal.getsignal(signal.SIGINT) is npattn._interrupted_while_starting, npattn._guarded); "
-    code += "from npattn.cli.main import _first_interrupt_only, entry; sys.argv = ['npattn', 'train', '--steps', '0']; "
-    code += "entry(); print(signal.getsignal(signal.SIGINT) is _first_interrupt_only)"
+    code += "print(signal.getsignal(signal.SIGINT) is npattn._interrupts.exit_while_starting, npattn._guarded); "
+    code += "from npattn.cli.main import entry; sys.argv = ['npattn', 'train', '--steps', '0']; "
+    code += "entry(); print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"  # the command's, then its end
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     run = [sys.executable, "-c", code]
     out = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
