@@ -360,6 +360,20 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             "SelectiveCopy.batch: size=1000000000000 sequences of 6 tokens do not fit in memory",
         ),
         (
+            "make_task(name).evaluate(model)",
+            "a model of another d_in (was blamed on x)",
+            lambda: make_task("selective-copy").evaluate(npattn.SelfAttention_v2(5, 4)),
+            npattn.ShapeError,
+            "SelectiveCopy.evaluate: the model does not take the task's inputs (d_in=6, x of shape (1000, 6, 6))",
+        ),
+        (
+            "make_task(name).evaluate(model)",
+            "a model of another d_out (was blamed on the task's targets)",
+            lambda: make_task("selective-copy").evaluate(npattn.SelfAttention_v2(6, 3)),
+            npattn.ShapeError,
+            "SelectiveCopy.evaluate: the model's output has shape (1000, 6, 3), the task scores shape (1000, 6, 4)",
+        ),
+        (
             "npattn.save(obj, path, metadata=)",
             "a reserved key (was a file load refused)",
             in_scratch(lambda: npattn.save({"w": np.ones(2)}, "x.npz", metadata={"version": 2})),

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_nonnegative_int, check_positive_int, check_seed
-from npattn.errors import ConfigError, NpattnError
+from npattn.errors import ConfigError, NpattnError, ShapeError
 from npattn.nn.attention import SelfAttention_v1
 from npattn.nn.losses import CrossEntropyLoss, Loss, MSELoss
 from npattn.nn.module import Module
@@ -111,9 +111,32 @@ class _Task:
         return SelfAttention_v1(self.d_in, self.d_out, rng=self.seed, dtype=np.float64)
 
     def evaluate(self, model: Module) -> dict[str, float]:
-        """Scores on the held-out data."""
+        """Scores on the held-out data.
+
+        Raises:
+            ShapeError: a model that does not take (b, n, d_in) to (b, n, d_out) of the task.
+        """
         x, target = self.eval_batch()
-        return {"loss": float(self.criterion(model(x), target))}
+        return {"loss": float(self.criterion(self._outputs(model, x), target))}
+
+    def _outputs(self, model: Module, x: np.ndarray) -> Any:
+        """``model(x)``, its sizes checked against the task's: a model of other sizes was blamed on
+        ``x`` or on the task's own targets."""
+        name = f"{type(self).__name__}.evaluate"
+        try:
+            out = model(x)
+        except ShapeError as exc:
+            raise ShapeError(
+                f"{name}: the model does not take the task's inputs (d_in={self.d_in}, x of shape {x.shape}); "
+                f"task.make_model() builds one that does ({exc})"
+            ) from None
+        expected = (*x.shape[:-1], self.d_out)
+        if np.shape(out) != expected:
+            raise ShapeError(
+                f"{name}: the model's output has shape {np.shape(out)}, the task scores shape {expected} "
+                f"(d_out={self.d_out}); task.make_model() builds a model of the task's sizes"
+            )
+        return out
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{k}={v}' for k, v in self.config().items())})"
@@ -195,7 +218,7 @@ class SelectiveCopy(_Task):
         """loss, accuracy (argmax == target over every position) and the mean attention weight
         on the marked token (1.0 = every query attends only to it), on 1000 held-out sequences."""
         x, target, marked = self.sample_with_marks(self.eval_rng(), 1000)
-        logits = model(x)
+        logits = self._outputs(model, x)
         weights = attention_weights(model, x)
         return {
             "loss": float(self.criterion(logits, target)),
