@@ -262,6 +262,11 @@ def _import_file(path_text: str) -> ModuleType:
         spec_obj.loader.exec_module(module)
     except Exception as exc:
         raise ConfigError(f"importing {path_text} failed: {type(exc).__name__}: {exc}") from exc
+    except SystemExit as exc:  # the file's own top level, not the function it names (which was blamed)
+        raise ConfigError(
+            f"importing {path_text} called sys.exit({exc.code!r}) before its functions could be checked; keep "
+            "script code under `if __name__ == '__main__':`"
+        ) from None
     finally:
         sys.path.remove(str(path.resolve().parent))
     return module

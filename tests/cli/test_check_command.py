@@ -139,6 +139,16 @@ def test_a_file_that_exits_hangs_or_interrupts_at_import(tmp_path, capsys, sourc
     assert err.startswith("npattn check: error: ") and err.count("\n") == 1
 
 
+def test_a_file_that_exits_at_import_is_blamed_not_its_function(tmp_path, capsys):
+    """The function named used to be blamed ("at_import.py:f called sys.exit(3)"): it never ran."""
+    path = tmp_path / "at_import.py"
+    path.write_text("import sys\nsys.exit(3)\ndef f(x, W_query, W_key, W_value):\n    return x\n")
+    assert main(["check", f"{path}:f"]) == 2
+    err = capsys.readouterr().err
+    assert f"importing {path} called sys.exit(3) before its functions could be checked" in err, err
+    assert ":f called" not in err
+
+
 @pytest.mark.parametrize("text", ["0", "-1", "nan", "inf", "abc"])
 def test_timeout_must_be_a_positive_number(hostile, capsys, text):
     with pytest.raises(ConfigError, match="--timeout must be a number of seconds > 0"):
