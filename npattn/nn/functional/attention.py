@@ -187,12 +187,22 @@ def bias_forward(y: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, tuple]:
     return y + bias, (y.shape,)
 
 
+def sum_over(d: np.ndarray, axis: int | tuple[int, ...]) -> np.ndarray:
+    """``d.sum(axis)`` in ``d``'s dtype, a float16 ``d`` summed in float32 and rounded once (as
+    PyTorch's CPU kernels sum half). NumPy adds the rows of a float16 array one by one in float16:
+    once a column's sum reached 256 (spacing 0.25) every addend below 0.125 was lost, so 3000 rows
+    of 0.1 summed to 256.0, not 300."""
+    if d.dtype == np.float16:
+        return d.sum(axis=axis, dtype=np.float32).astype(np.float16)
+    return d.sum(axis=axis)
+
+
 def bias_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """Returns (dy (..., k), dbias (k,))."""
+    """Returns (dy (..., k), dbias (k,)); a float16 dbias is summed in float32 (``sum_over``)."""
     # forward: out = y + bias   (bias broadcast over every leading axis)
     _check_grad("bias_backward", d_out, cache[0])
     # a copy, not the caller's d_out: editing one gradient in place must not change the other
-    return d_out.copy(), d_out.reshape(-1, d_out.shape[-1]).sum(axis=0)
+    return d_out.copy(), sum_over(d_out.reshape(-1, d_out.shape[-1]), 0)
 
 
 # ----------------------------------------------------------------------------------------------

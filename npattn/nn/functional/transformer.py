@@ -26,7 +26,7 @@ import numpy as np
 
 from npattn._checks import from_tensor
 from npattn.errors import BackwardError, ConfigError, DTypeError, ShapeError
-from npattn.nn.functional.attention import _not_numbers
+from npattn.nn.functional.attention import _not_numbers, sum_over
 
 __all__ = [
     "GELU_SQRT_2_OVER_PI",
@@ -98,7 +98,7 @@ def _check_ids(stage: str, name: str, ids: Any, size: int) -> np.ndarray:
 def _sum_to(d: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Sum ``d`` over the leading axes that broadcasting added to an operand of ``shape``."""
     extra = d.ndim - len(shape)
-    return d.sum(axis=tuple(range(extra))) if extra else d
+    return sum_over(d, tuple(range(extra))) if extra else d
 
 
 # ----------------------------------------------------------------------------------------------
@@ -252,9 +252,10 @@ def embedding_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     # forward: out = weight[idx]
     idx, shape = cache
     _check_grad("embedding_backward", d_out, idx.shape + shape[1:])
-    dweight = np.zeros(shape, dtype=d_out.dtype)
+    # float16 is added up in float32 and rounded once (sum_over: an id used often lost its small rows)
+    dweight = np.zeros(shape, dtype=np.float32 if d_out.dtype == np.float16 else d_out.dtype)
     np.add.at(dweight, idx.reshape(-1), d_out.reshape(-1, shape[1]))
-    return (dweight,)
+    return (dweight.astype(d_out.dtype, copy=False),)
 
 
 # ----------------------------------------------------------------------------------------------
