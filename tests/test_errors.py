@@ -491,6 +491,13 @@ def library_bad_inputs() -> list[BadInput]:
             "n_directions must be a positive integer, got 0",
         ),
         (
+            "gradcheck(module, x)",
+            "n_directions without fast_mode (was silently ignored)",
+            lambda: npattn.gradcheck(sa(3, 2, rng=0), np.ones((2, 3)), n_directions=3),
+            npattn.ConfigError,
+            "n_directions=3 applies to fast_mode=True (random directions); without it every element is checked",
+        ),
+        (
             "gradcheck_stage(...)",
             "names do not match inputs",
             lambda: npattn.gradcheck_stage(F.scores_forward, F.scores_backward, [q, q], names=["a"]),

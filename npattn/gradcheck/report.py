@@ -147,8 +147,8 @@ class GradcheckReport:
                 )
             elif c.step > self.eps:
                 lines.append(
-                    f"note: {c.name}'s gradient (largest {c.scale:.3g}) is below the rounding noise at eps, so it is "
-                    f"checked at step {c.step:g} (allowed {c.allowed:.2g})"
+                    f"note: {c.name}'s gradient (largest {c.scale:.3g}) is too small for the rounding noise at eps "
+                    f"to judge, so it is checked at step {c.step:g} (allowed {c.allowed:.2g})"
                 )
         return lines
 

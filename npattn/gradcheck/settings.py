@@ -53,8 +53,15 @@ MAX_DIRECTIONS = 10_000
 """fast_mode's largest ``n_directions``: each is two forward passes and a random tensor of the input's size."""
 
 
-def _check_settings(eps: float, atol: float, rtol: float, n_directions: int, seed: int, **flags: bool) -> None:
-    """Refuse settings under which a check could not fail (or could not pass)."""
+DIRECTIONS = 4
+"""fast_mode's ``n_directions`` when none is given."""
+
+
+def _check_settings(
+    eps: float, atol: float, rtol: float, n_directions: int | None, seed: int, **flags: bool
+) -> int:
+    """Refuse settings under which a check could not fail (or could not pass); returns fast_mode's
+    number of directions (``DIRECTIONS`` when none is given)."""
     if not check_finite(eps, "eps") > 0:
         raise ConfigError(f"eps must be > 0, got {eps}")
     if check_finite(atol, "atol") < 0 or check_finite(rtol, "rtol") < 0:
@@ -63,14 +70,22 @@ def _check_settings(eps: float, atol: float, rtol: float, n_directions: int, see
         raise ConfigError(
             f"rtol must be below {DETECTS:g}, got {rtol:g}: with it a gradient off by 0.01% (x 1.0001) would pass"
         )
+    check_nonnegative_int(seed, "seed")
+    for name, value in flags.items():
+        check_bool(value, name)
+    if n_directions is None:
+        return DIRECTIONS
     if check_positive_int(n_directions, "n_directions") > MAX_DIRECTIONS:
         raise ConfigError(
             f"n_directions must be at most {MAX_DIRECTIONS} (each direction is two forward passes; for more, "
             f"check every entry with fast_mode=False), got {n_directions}"
         )
-    check_nonnegative_int(seed, "seed")
-    for name, value in flags.items():
-        check_bool(value, name)
+    if not flags.get("fast_mode"):  # it was silently ignored
+        raise ConfigError(
+            f"n_directions={n_directions} applies to fast_mode=True (random directions); without it every "
+            "element is checked: pass fast_mode=True, or leave n_directions out"
+        )
+    return n_directions
 
 
 def _check_eps(eps: float, perturbed: Sequence[np.ndarray]) -> None:

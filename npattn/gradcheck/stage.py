@@ -28,7 +28,7 @@ def gradcheck_stage(
     seed: int = 0,
     raise_exception: bool = True,
     fast_mode: bool = False,
-    n_directions: int = 4,
+    n_directions: int | None = None,
 ) -> GradcheckReport:
     """Check one forward/backward pair of ``npattn.functional`` in isolation.
 
@@ -58,7 +58,7 @@ def gradcheck_stage(
             belongs in ``kwargs``); the settings ``gradcheck`` refuses (a tolerance below the
             differences' own noise among them).
     """
-    _check_settings(
+    n_directions = _check_settings(
         eps, 0.0 if atol is None else atol, rtol, n_directions, seed,
         raise_exception=raise_exception, fast_mode=fast_mode,
     )  # fmt: skip
