@@ -11,12 +11,12 @@ rtol = 1e-6) reject a gradient scaled by 1.0001 (an error of 1e-4 of the scale) 
 about 100, and pass a correct one with a margin of about 100 or more.
 
 With the default atol, a tensor whose gradient would pass with its sign flipped (it is below
-atol, or far below the other outputs' rounding noise) gets an atol of its own (``_resolve``):
+atol, or far below the other outputs' rounding noise) gets an atol of its own (``_sharpest``):
 ten times the change between the differences at step h and 2h, at least the rounding noise at h,
 at h = eps, 100 eps or 10^4 eps; below the noise at every step, the report says so in a note.
 One whose sign flip fails but whose gradient x 1.0001 would pass at eps (a gradient a few times
 the rounding noise, as W_query's behind a saturated softmax) is checked at the step of those three
-with the smallest such atol (``_sharpen``: at eps alone a 10% error passed there).
+with the smallest such atol (``_sharpest`` too: at eps alone a 10% error passed there).
 A backward must add to ``.grad``: a second forward and backward must double every gradient.
 
 A check that cannot fail is refused (ConfigError) rather than passed: an input with no elements,

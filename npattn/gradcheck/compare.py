@@ -38,7 +38,7 @@ def _numerical(target: np.ndarray, loss: Callable[[], float], h: float, directio
 
 
 STEPS = (1.0, 100.0, 10000.0)
-"""The steps a small gradient is tried at, as multiples of eps (see ``_resolve``)."""
+"""The steps a small gradient is tried at, as multiples of eps (see ``_sharpest``)."""
 
 
 def _steps(
@@ -67,7 +67,7 @@ def _steps(
         yield at_h, max(noise / factor, 10 * float(np.max(np.abs(at_h - at_2h)))), h
 
 
-def _resolve(
+def _sharpest(
     target: np.ndarray,
     loss: Callable[[], float],
     numerical: np.ndarray,
@@ -76,41 +76,23 @@ def _resolve(
     at_eps: float,
     rtol: float,
     directions: np.ndarray | None,
-) -> tuple[np.ndarray, float, float] | None:
-    """A tensor whose gradient is so small that the default atol would pass it with its sign
-    flipped gets its own atol: the first step of ``_steps`` at which a sign flip fails wins
-    (numerical, atol, h). None: no step resolves the gradient (it is zero within the noise, the
-    steps disagree, or the forward is not finite at the larger steps)."""
-    for at_h, atol, h in _steps(target, loss, numerical, eps, noise, at_eps, directions):
-        scale = float(np.max(np.abs(at_h)))
-        if atol + rtol * scale < 2 * scale:
-            return at_h, atol, h
-    return None
-
-
-def _sharpen(
-    target: np.ndarray,
-    loss: Callable[[], float],
-    numerical: np.ndarray,
-    eps: float,
-    noise: float,
-    at_eps: float,
-    rtol: float,
-    directions: np.ndarray | None,
-) -> tuple[np.ndarray, float, float]:
-    """A tensor whose sign flip fails but whose gradient x 1.0001 would pass the default atol gets
-    the smallest atol of ``_steps`` (no larger than ``at_eps``), stopping at the first that fails
-    x 1.0001: (numerical, atol, h). At eps alone, a W_query gradient of 6e-8 behind a saturated
-    softmax passed x 1.1 (eps's rounding noise, 1e-8, was the atol); at 100 eps the differences
-    agree to 1e-10."""
+    goal: float,
+) -> tuple[np.ndarray, float, float, bool]:
+    """The step of ``_steps`` at which a gradient off by ``goal`` of its size fails: (numerical,
+    atol, h, True) for the first that does; else the smallest atol found, at most ``at_eps``, and
+    False. ``goal`` 2: a sign flip (a gradient so small that the default atol would pass it with
+    its sign flipped; False: it is zero within the noise, the steps disagree, or the forward is not
+    finite at the larger steps). ``goal`` DETECTS: x 1.0001, for a gradient a few times eps's
+    rounding noise (W_query's, 6e-8, behind a saturated softmax passed x 1.1 at eps, whose atol
+    was that noise, 1e-8; at 100 eps the differences agree to 1e-10)."""
     best = (numerical, at_eps, eps)
     for at_h, atol, h in _steps(target, loss, numerical, eps, noise, at_eps, directions):
         if atol < best[1]:
             best = (at_h, atol, h)
         scale = float(np.max(np.abs(at_h)))
-        if best[1] + rtol * scale < DETECTS * scale:
-            break
-    return best
+        if atol + rtol * scale < goal * scale:
+            return at_h, atol, h, True
+    return (*best, False)
 
 
 def _refuse_truncation(
@@ -155,7 +137,7 @@ def _compare(
 ) -> TensorCheck:
     """Central differences of ``loss`` w.r.t. ``target`` against ``analytical``. ``noise``: the
     differences' rounding noise at eps when ``atol`` is the default (then a gradient too small for
-    it is resolved with ``_resolve``); None for a caller's atol, which is used as it is.
+    it is resolved with ``_sharpest``); None for a caller's atol, which is used as it is.
     ``rounding``: that noise whatever the atol; a tensor that fails at eps gets its ``noise_floor``,
     what the differences can tell (``_noise_floor``)."""
     if analytical.shape != target.shape:
@@ -173,14 +155,14 @@ def _compare(
     scale = float(np.max(np.abs(numerical))) if numerical.size else 0.0
     step, resolved = eps, True
     if noise is not None and numerical.size and atol + rtol * scale >= 2 * scale:  # a sign flip would pass
-        found = _resolve(target, loss, numerical, eps, noise, atol, rtol, directions)
-        resolved = found is not None
-        if found is not None:
-            numerical, atol, step = found
+        found = _sharpest(target, loss, numerical, eps, noise, atol, rtol, directions, 2.0)
+        resolved = found[3]
+        if resolved:
+            numerical, atol, step = found[:3]
             scale = float(np.max(np.abs(numerical)))
     elif noise is not None and numerical.size and atol + rtol * scale >= DETECTS * scale:
         # a sign flip fails but 0.01% would pass: the atol of what the differences can tell (h against 2h)
-        numerical, atol, step = _sharpen(target, loss, numerical, eps, noise, atol, rtol, directions)
+        numerical, atol, step, _ = _sharpest(target, loss, numerical, eps, noise, atol, rtol, directions, DETECTS)
         scale = float(np.max(np.abs(numerical)))
     allowed = atol + rtol * scale
     if numerical.size and step == eps and float(np.max(np.abs(numerical - analytic))) > allowed:
