@@ -360,6 +360,13 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             "SelectiveCopy.batch: size=1000000000000 sequences of 6 tokens do not fit in memory",
         ),
         (
+            "save_tokenizer(tokenizer, path)",
+            "an object whose to_dict() load_tokenizer refuses (was written over the old file)",
+            in_scratch(lambda: save_tokenizer(type("Own", (), {"to_dict": lambda self: {"junk": 1}})(), "tok.json")),
+            cfg,
+            "save_tokenizer: Own.to_dict() is no description load_tokenizer reads back (not a tokenizer description",
+        ),
+        (
             "make_task(name).evaluate(model)",
             "a model of another d_in (was blamed on x)",
             lambda: make_task("selective-copy").evaluate(npattn.SelfAttention_v2(5, 4)),

@@ -34,7 +34,7 @@ from npattn.train.lm import LMHistory, calc_loss_batch, calc_loss_loader, evalua
 from npattn.train.lm_run import LMSettings, run_lm
 from npattn.train.loop import Batches, History, fit, progress_header, progress_line
 from npattn.train.text import DataLoader, GPTDatasetV1, create_dataloader_v1, default_corpus, read_text, split_train_val
-from npattn.train.tokenizer_files import load_tokenizer, save_tokenizer
+from npattn.train.tokenizer_files import load_tokenizer, save_tokenizer, tokenizer_from_dict
 from npattn.train.tokenizers import (
     BPETokenizer,
     CharTokenizer,
@@ -78,6 +78,7 @@ __all__ = [
     "tasks",
     "text_to_token_ids",
     "token_ids_to_text",
+    "tokenizer_from_dict",
     "train_lm",
     "train_task",
     "train_tokenizer",

@@ -98,7 +98,9 @@ def save_tokenizer(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
     """Write ``tokenizer.to_dict()`` as JSON to ``path`` (atomically: the old file or the new one).
 
     Raises:
-        ConfigError: ``tokenizer`` is not a tokenizer (no ``to_dict``), e.g. the name "bpe".
+        ConfigError: ``tokenizer`` is not a tokenizer (no ``to_dict``), e.g. the name "bpe", or its
+            ``to_dict()`` is not JSON or not a description ``load_tokenizer`` reads back as it is
+            (nothing is written then: the old file stays).
         CheckpointError: a target ``npattn.save`` would refuse too.
     """
     if not callable(getattr(tokenizer, "to_dict", None)):
@@ -106,7 +108,32 @@ def save_tokenizer(tokenizer: Tokenizer, path: str | os.PathLike[str]) -> None:
         raise ConfigError(
             f"save_tokenizer expects a tokenizer ({TOKENIZERS_SHOWN}), got {got}"
         )
-    atomic_write(path, json.dumps(tokenizer.to_dict(), ensure_ascii=True).encode("ascii"), what="tokenizer")
+    name = f"save_tokenizer: {type(tokenizer).__name__}.to_dict()"
+    try:  # never a file load_tokenizer refuses (an object with to_dict replaced a good file with junk)
+        text = json.dumps(tokenizer.to_dict(), ensure_ascii=True, allow_nan=False)
+        written = json.loads(text)
+        back = json.loads(json.dumps(tokenizer_from_dict(written).to_dict(), ensure_ascii=True))
+    except ConfigError as exc:
+        raise ConfigError(f"{name} is no description load_tokenizer reads back ({exc}); nothing was written") from None
+    except (TypeError, ValueError, RecursionError) as exc:  # a set, NaN, a cycle: not JSON
+        raise ConfigError(f"{name} cannot be written as JSON ({exc}); nothing was written") from None
+    if back != written:
+        raise ConfigError(
+            f"{name} does not read back as itself (load_tokenizer would rebuild another); nothing was written"
+        )
+    atomic_write(path, text.encode("ascii"), what="tokenizer")
+
+
+def _what_it_is(data: bytes) -> str:
+    """What a file that is no tokenizer JSON looks like, when it can be told from its first bytes."""
+    if data.startswith(b"PK\x03\x04"):
+        return (
+            "it is a zip archive (an npattn checkpoint?), not a tokenizer's JSON; a language-model checkpoint holds "
+            "its tokenizer as JSON text: npattn.train.tokenizer_from_dict(json.loads(npattn.load(path)['tokenizer'])). "
+        )
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "it is UTF-16 text; a tokenizer file is UTF-8 JSON (save it as UTF-8). "
+    return ""
 
 
 def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
@@ -122,5 +149,6 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
         # a byte-order mark is dropped, as --text drops it; repeated keys are refused (json keeps the last)
         state = json.loads(data.decode("utf-8-sig"), object_pairs_hook=_unique_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: bad JSON, a 5000-digit number
-        raise CheckpointError(f"cannot read the tokenizer file {source!r}: {type(exc).__name__}: {exc}") from None
+        what = f"cannot read the tokenizer file {source!r}: {_what_it_is(data)}"
+        raise CheckpointError(f"{what}{type(exc).__name__}: {exc}") from None
     return tokenizer_from_dict(state)
