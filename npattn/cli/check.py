@@ -8,7 +8,9 @@ one line and exit code 2: the user's code raised, called ``sys.exit``, raised
 ``KeyboardInterrupt``, ended the process (``os._exit``, a crash) or ran past the timeout (the
 child is killed). The child runs in a session and process group of its own, and the whole
 group is killed when the check ends, so processes the user's code starts (``os.fork``,
-``subprocess``) do not outlive it (unless they start a session of their own). The forward's
+``subprocess``) do not outlive it (unless they start a session of their own); should the parent
+end without killing it (SIGTERM, SIGHUP, ``timeout(1)``), the child ends its group itself
+within 0.05 s, and at the latest ``GRACE`` seconds after the timeout. The forward's
 verdicts (at the book's shape and at the second shape) are the parent's own: it compares the
 outputs with the references computed from pristine weights in a process the user's code never
 ran in, so code that patches NumPy or npattn while it runs cannot certify a wrong output (the
@@ -17,11 +19,13 @@ backward and dropout checks run the user's code, so their verdicts come from the
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from multiprocessing.connection import Connection
 from typing import Any, TextIO
@@ -60,11 +64,12 @@ def parse_timeout(text: Any) -> float:
     return seconds
 
 
-def _child(conn: Connection, spec: str) -> None:
+def _child(conn: Connection, spec: str, parent: int, timeout: float) -> None:
     """Run the check; send ("report", text, passed, forward correct, output, causal, num_heads,
     (forward correct, output) at the second shape or None) or ("error", one line)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # forked while the parent held Ctrl-C back
     _own_session()
+    threading.Thread(target=_end_with_parent, args=(parent, timeout + GRACE), daemon=True).start()
     result: tuple[Any, ...]
     try:
         report = check_attention(spec)
@@ -99,6 +104,23 @@ def _own_session() -> None:
             os.setsid()
         except OSError:  # already a group leader: the parent still kills this process itself
             pass
+
+
+GRACE = 2.0
+"""Seconds past ``--timeout`` after which the child ends itself, should the parent not have."""
+
+
+def _end_with_parent(parent: int, seconds: float) -> None:
+    """In the child: end its whole process group once ``parent`` is gone or ``seconds`` have passed.
+    A parent ended by SIGTERM, SIGHUP or ``timeout(1)`` (or SIGKILL) cannot kill the child, which has
+    a session of its own: the user's code ran on, orphaned, past its ``--timeout``."""
+    deadline = time.monotonic() + seconds
+    while os.getppid() == parent and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if hasattr(os, "killpg"):
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+    os._exit(1)
 
 
 def _kill_group(child: Any) -> None:
@@ -164,7 +186,7 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
     for stream in (sys.stdout, sys.stderr):  # None when the shell closed it (2>&-)
         if stream is not None:
             stream.flush()
-    child = context.Process(target=_child, args=(send, spec), daemon=True)
+    child = context.Process(target=_child, args=(send, spec, os.getpid(), timeout), daemon=True)
     # Ctrl-C (from the terminal, or from the user's code signalling this process) waits until the
     # child is started: raised inside fork's own handlers it would print "Exception ignored" lines
     # beside the one-line report.
