@@ -66,7 +66,7 @@ def parse_timeout(text: Any) -> float:
 
 def _child(conn: Connection, spec: str, parent: int, timeout: float) -> None:
     """Run the check; send ("report", text, passed, forward correct, output, causal, num_heads,
-    (forward correct, output) at the second shape or None) or ("error", one line)."""
+    (forward correct, output, on a batch) at the second shape or None) or ("error", one line)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # forked while the parent held Ctrl-C back
     _own_session()
     threading.Thread(target=_end_with_parent, args=(parent, timeout + GRACE), daemon=True).start()
@@ -76,7 +76,7 @@ def _child(conn: Connection, spec: str, parent: int, timeout: float) -> None:
         output = _as_sent(report.output)
         forward_ok = report.diagnosis.correct
         second = report.second
-        other = None if second is None else (second.diagnosis.correct, _as_sent(second.output))
+        other = None if second is None else (second.diagnosis.correct, _as_sent(second.output), report.second_batched)
         result = ("report", str(report) + "\n", report.passed, forward_ok, output, report.causal, report.num_heads,
                   other)
     except NpattnError as exc:
@@ -149,12 +149,18 @@ def _wait_group_gone(pgid: int | None, seconds: float = 0.2) -> None:
 
 
 def _forward_verdict(
-    spec: str, forward_ok: bool, output: np.ndarray, causal: bool, num_heads: int | None, second: bool = False
+    spec: str,
+    forward_ok: bool,
+    output: np.ndarray,
+    causal: bool,
+    num_heads: int | None,
+    second: bool = False,
+    batched: bool = False,
 ) -> bool:
     """The parent's own check of the child's output against pristine weights (True = correct); at
-    the second shape with ``second``."""
+    the second shape with ``second`` (on its batch with ``batched``)."""
     if second:
-        x, W = second_shape_inputs(causal, num_heads)
+        x, W = second_shape_inputs(causal, num_heads, batched)
     else:
         x = book_batch() if causal else book_inputs()
         W = multihead_weights() if num_heads else book_weights()
@@ -221,7 +227,8 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
     # The forward verdicts are recomputed here; the backward and dropout checks need the user's code.
     correct = _forward_verdict(spec, forward_ok, output, causal, num_heads) and passed
     if other is not None:
-        other_ok, other_output = other
-        correct = _forward_verdict(spec, other_ok, other_output, causal, num_heads, second=True) and correct
+        other_ok, other_output, batched = other
+        at_second = _forward_verdict(spec, other_ok, other_output, causal, num_heads, second=True, batched=batched)
+        correct = at_second and correct
     print(text, end="", file=out or sys.stdout)
     return 0 if correct else 1

@@ -67,7 +67,9 @@ class CheckReport:
     note: str = ""  # what was chosen or changed (a file with NAME and a pair; an out_proj set to the identity)
     second: CheckReport | None = None  # the same checks at a second shape (npattn check's defaults)
     second_error: str = ""  # what the user's code raised, or returned that could not be read, at that shape
-    second_shape: str = ""  # "n=5, d_in=4, d_out=3"
+    second_shape: str = ""  # "n=5, d_in=4, d_out=3", or "batch=2, n=5, ..." for self-attention on a batch
+    second_batched: bool = False  # self-attention ran on a batch at the second shape
+    second_note: str = ""  # why it did not (the code takes one sequence only)
     stale: str = ""  # the forward is wrong on a second input of the same shape (``second_input_problem``)
 
     @property
@@ -87,13 +89,20 @@ class CheckReport:
         if self.second_passed:
             assert self.second is not None
             checked = "the forward and the backward" if self.second.backward is not None else "the forward"
-            return ["", f"{head}: PASSED ({checked} right here too)"]
+            note = ["  " + self.second_note] if self.second_note else []
+            return ["", f"{head}: PASSED ({checked} right here too)", *note]
         if not self._own_passed():  # wrong at the book's shape already: the details are above
             return ["", f"{head}: FAILED too"]
         hint = (
             " at this shape only (the book's shape passed): does the code hard-code a size (sqrt(2) for "
             "d_out=2, six tokens, d_in=3), or fail when it runs a second time?"
         )
+        if self.second_batched:
+            hint = (
+                " on a batch (one sequence at the book's shape passed): is an axis counted from the front "
+                "(softmax dim=1, .T) where a batch adds one? Count from the end (dim=-1, transpose(-2, -1)); "
+                "or does the code hard-code a size?"
+            )
         if self.second_error:
             return ["", f"{head}: FAILED{hint}", f"  {self.second_error}"]
         assert self.second is not None

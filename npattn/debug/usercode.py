@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import sys
 import traceback
+import warnings
 from collections.abc import Mapping
 from typing import Any, TextIO
 
@@ -85,17 +86,19 @@ code right only at the book's sizes (sqrt(2) for d_out=2, six tokens, three inpu
 SECOND_SEED = 7
 
 
-def second_shape_inputs(causal: bool, num_heads: int | None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def second_shape_inputs(
+    causal: bool, num_heads: int | None, batched: bool = False
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """x and weights of the second shape: n=5, d_in=4, d_out=3 (multi-head: d_out=6, head_dim=3),
-    x uniform on [0, 1) in float32 like the book's embeddings, a batch of 2 for causal attention, weights
-    as npattn's class draws them (seed ``SECOND_SEED``)."""
+    x uniform on [0, 1) in float32 like the book's embeddings, a batch of 2 for causal attention (and
+    with ``batched`` for self-attention), weights as npattn's class draws them (seed ``SECOND_SEED``)."""
     n, d_in, d_out = SECOND_SHAPE["n_tokens"], SECOND_SHAPE["d_in"], SECOND_SHAPE["d_out"]
     rng = np.random.default_rng(SECOND_SEED)
     if num_heads:
         W = weights_of(MultiHeadAttention(d_in, d_out * num_heads, BOOK_CONTEXT_LENGTH, 0.0, num_heads=num_heads,
                                           rng=SECOND_SEED))
         return rng.uniform(0.0, 1.0, (2, n, d_in)).astype(np.float32), W
-    x = rng.uniform(0.0, 1.0, (2, n, d_in) if causal else (n, d_in)).astype(np.float32)  # float32, as the book's
+    x = rng.uniform(0.0, 1.0, (2, n, d_in) if causal or batched else (n, d_in)).astype(np.float32)  # as the book's
     return x, weights_of(SelfAttention_v1(d_in, d_out, rng=SECOND_SEED))
 
 
@@ -120,19 +123,42 @@ def check_attention(
     user = load_attention(attention) if isinstance(attention, str) else attention
     # The second shape's inputs are made before the user's code runs (it may patch NumPy).
     second = {causal: second_shape_inputs(causal, user.num_heads) for causal in (False, True)}
+    batch = second_shape_inputs(False, None, batched=True)
     with kept_random_state():
         report = _check(user, x, weights)
     if x is None and weights is None and user.kind != "instance":  # an instance has its sizes fixed
         x2, W2 = second[report.causal]
         report.second_shape = "n={}, d_in={}, d_out={}".format(x2.shape[-2], *W2["W_query"].shape)
-        try:
-            with kept_random_state():
-                report.second = _check(user, x2, W2, with_dropout=False)
-        except NpattnError as exc:
-            report.second_error = str(exc)
-        except Exception as exc:  # npattn's own code, after the user's code changed what it calls
-            report.second_error = f"{user.name} left npattn unable to run ({type(exc).__name__}: {exc})"
+        if not report.causal and not user.num_heads:
+            _on_a_batch(user, report, *batch)
+        if not report.second_batched:
+            try:
+                with kept_random_state():
+                    report.second = _check(user, x2, W2, with_dropout=False)
+            except NpattnError as exc:
+                report.second_error = str(exc)
+            except Exception as exc:  # npattn's own code, after the user's code changed what it calls
+                report.second_error = f"{user.name} left npattn unable to run ({type(exc).__name__}: {exc})"
     return report
+
+
+def _on_a_batch(user: UserAttention, report: CheckReport, x: np.ndarray, W: dict[str, np.ndarray]) -> None:
+    """Self-attention at the second shape on a batch (2, n, d_in) first: softmax over dim=1, the
+    book's axis for one sequence's (n, n) scores, is wrong for a batch's (b, n, n), and a backward
+    may be wrong for 3-D input only (they passed on one sequence). Code that does not run on a batch
+    (the book's ``keys.T`` takes one sequence) is checked on one sequence instead, with a note."""
+    try:
+        with kept_random_state(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's warning for the book's keys.T on 3-D, before it fails
+            report.second = _check(user, x, W, with_dropout=False)
+    except Exception as exc:  # it takes one sequence: the caller checks it on one
+        report.second_note = (
+            f"one sequence: {user.name} does not run on a batch {x.shape}, so it is checked on one sequence "
+            f"(n, d_in): {str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}"
+        )
+        return
+    report.second_batched = True
+    report.second_shape = "batch={}, n={}, d_in={}, d_out={}".format(*x.shape[:2], *W["W_query"].shape)
 
 
 def _check(
