@@ -1272,6 +1272,20 @@ def reliability_bad_inputs() -> list[BadInput]:
         ),
         (
             "F.token_cross_entropy_forward(logits, targets)",
+            "a target of -1 (was silent on ignore_index)",
+            lambda: F.token_cross_entropy_forward(np.zeros((2, 7)), np.array([0, -1])),
+            npattn.ConfigError,
+            "targets must lie in [0, 7), or ignore_index=-100 for a target to ignore, got values from -1 to 0",
+        ),
+        (
+            "CrossEntropyLoss()(input, target)",
+            "a bool target (was called a float64 target of the wrong shape)",
+            lambda: npattn.CrossEntropyLoss()(np.zeros((4, 3)), np.array([True, False, True, True])),
+            npattn.DTypeError,
+            "cross_entropy: target of dtype bool: class indices are integers (target.astype(np.int64))",
+        ),
+        (
+            "F.token_cross_entropy_forward(logits, targets)",
             "bool logits",
             lambda: F.token_cross_entropy_forward(np.ones((2, 3), bool), [0, 1]),
             npattn.DTypeError,

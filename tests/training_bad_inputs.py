@@ -732,6 +732,21 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
         ),
         (
             "load_tokenizer(path)",
+            "a number of 100,000 digits (was Python's advice to raise its limit)",
+            in_scratch(lambda: (open("t.json", "w").write('{"kind": "char", "chars": ' + "9" * 10**5 + "}"),
+                                load_tokenizer("t.json"))),  # fmt: skip
+            ckpt,
+            "cannot read the tokenizer file 't.json': it holds a number of over 4300 digits; no tokenizer does",
+        ),
+        (
+            "Optimizer.step()",
+            "a group's params replaced by a generator (was 'no parameters' at the second step)",
+            lambda: _step_after(lambda m, o: o.param_groups[0].__setitem__("params", iter(list(m.parameters())))),
+            cfg,
+            "parameter group 0: 'params' is a generator or iterator, which one pass uses up",
+        ),
+        (
+            "load_tokenizer(path)",
             "a JSON list (was: kind 'list')",
             in_scratch(lambda: (open("t.json", "w").write("[1, 2]"), load_tokenizer("t.json"))),
             cfg,

@@ -155,6 +155,11 @@ def cross_entropy_forward(input: np.ndarray, target: Any, reduction: str = "mean
     n_classes = input.shape[axis]
     target_arr = np.asarray(target)
     log_probs = _log_softmax(input, axis)
+    if target_arr.dtype == np.bool_:  # neither: it was read as probabilities of the wrong shape
+        raise DTypeError(
+            "cross_entropy: target of dtype bool: class indices are integers (target.astype(np.int64)), "
+            "class probabilities floats"
+        )
     if target_arr.dtype.kind in "iu":
         expected = input.shape[:axis] + input.shape[axis + 1 :]
         if target_arr.shape != expected:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -191,6 +191,11 @@ class Optimizer:
         others: list[Parameter] = []
         for i, group in enumerate(self.param_groups):
             where = f"parameter group {i}: "
+            if isinstance(group, Mapping) and isinstance(group.get("params"), Iterator):  # used up: "no parameters"
+                raise ConfigError(
+                    f"{type(self).__name__}.step: {where}'params' is a generator or iterator, which one pass uses up "
+                    "(step, zero_grad and state_dict each read it): assign a list, such as list(model.parameters())"
+                )
             settings = self._check_group(group, where)
             check_complete(group, self.defaults, where, "the group", ConfigError, DELETED)
             params = self._check_params(group.get("params"), where, others)

@@ -150,5 +150,9 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Tokenizer:
         state = json.loads(data.decode("utf-8-sig"), object_pairs_hook=_unique_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # ValueError: bad JSON, a 5000-digit number
         what = f"cannot read the tokenizer file {source!r}: {_what_it_is(data)}"
+        if isinstance(exc, RecursionError):  # Python's advice (raise a limit) is no advice for an untrusted file
+            raise CheckpointError(f"{what}its JSON is nested too deeply to read; no tokenizer is") from None
+        if "integer string conversion" in str(exc):
+            raise CheckpointError(f"{what}it holds a number of over 4300 digits; no tokenizer does") from None
         raise CheckpointError(f"{what}{type(exc).__name__}: {exc}") from None
     return tokenizer_from_dict(state)

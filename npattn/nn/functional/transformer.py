@@ -83,15 +83,18 @@ def refuse_bool_ids(value: Any, arr: np.ndarray, what: str) -> None:
                 raise DTypeError(f"{what}: expected integer token ids, got a bool ({items[at]!r}) at position {at}")
 
 
-def _check_ids(stage: str, name: str, ids: Any, size: int) -> np.ndarray:
-    """Integer ids in [0, size) as an ndarray. Raises DTypeError (not integers, or bools in a list),
-    ConfigError (out of range)."""
+def _check_ids(stage: str, name: str, ids: Any, size: int, ignored: int | None = None) -> np.ndarray:
+    """Integer ids in [0, size) as an ndarray (``ignored``: the ignore_index they may also hold, named
+    in the message). Raises DTypeError (not integers, or bools in a list), ConfigError (out of range)."""
     given, ids = ids, np.asarray(ids)
     refuse_bool_ids(given, ids, f"{stage}: {name}")
     if ids.dtype.kind not in "iu":
         raise DTypeError(f"{stage}: {name} must be an integer array (token ids), got dtype {ids.dtype}")
     if ids.size and (ids.min() < 0 or ids.max() >= size):
-        raise ConfigError(f"{stage}: {name} must lie in [0, {size}), got values from {ids.min()} to {ids.max()}")
+        also = "" if ignored is None else f", or ignore_index={ignored} for a target to ignore"
+        raise ConfigError(
+            f"{stage}: {name} must lie in [0, {size}){also}, got values from {ids.min()} to {ids.max()}"
+        )
     return ids
 
 
@@ -316,7 +319,7 @@ def token_cross_entropy_forward(logits: np.ndarray, targets: Any, ignore_index: 
     V = logits.shape[-1]
     targets = np.asarray(targets).reshape(-1)
     counted = targets != ignore_index
-    _check_ids("token_cross_entropy_forward", "targets", targets[counted], V)
+    _check_ids("token_cross_entropy_forward", "targets", targets[counted], V, ignore_index)
     safe = np.where(counted, targets, 0)
     rows = np.arange(targets.size)
     z = logits.reshape(-1, V)
