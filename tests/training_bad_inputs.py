@@ -734,7 +734,10 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             "load_tokenizer(path)",
             "a number of 100,000 digits (was Python's advice to raise its limit)",
             in_scratch(
-                lambda: (open("t.json", "w").write('{"kind": "char", "chars": ' + "9" * 10**5 + "}"), load_tokenizer("t.json"))
+                lambda: (
+                    open("t.json", "w").write('{"kind": "char", "chars": ' + "9" * 10**5 + "}"),
+                    load_tokenizer("t.json"),
+                )
             ),
             ckpt,
             "cannot read the tokenizer file 't.json': it holds a number of over 4300 digits; no tokenizer does",
