@@ -150,10 +150,11 @@ class UserAttention:
         for n in WEIGHT_NAMES:
             _assign(obj, n, W[n], f"{self.name}.{n}")
         self.note = neutral_extras(obj, W["W_query"].shape[1], self.name)
-        if _is_torch(obj):
+        if _uses_torch(obj):  # a torch module, or a class of one's own holding torch weights: x as a tensor
             import torch
 
-            return lambda x: obj(torch.from_numpy(np.ascontiguousarray(x)))
+            call = obj if _is_torch(obj) else forward_of(obj, self.name)
+            return lambda x: call(torch.from_numpy(np.ascontiguousarray(x)))
         return seeded(forward_of(obj, self.name))
 
     def run(self, x: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
