@@ -150,16 +150,42 @@ class UserAttention:
         for n in WEIGHT_NAMES:
             _assign(obj, n, W[n], f"{self.name}.{n}")
         self.note = neutral_extras(obj, W["W_query"].shape[1], self.name)
-        if _uses_torch(obj):  # a torch module, or a class of one's own holding torch weights: x as a tensor
+        if _is_torch(obj):
             import torch
 
-            call = obj if _is_torch(obj) else forward_of(obj, self.name)
-            return lambda x: call(torch.from_numpy(np.ascontiguousarray(x)))
-        return seeded(forward_of(obj, self.name))
+            return lambda x: obj(torch.from_numpy(np.ascontiguousarray(x)))
+        forward = seeded(forward_of(obj, self.name))
+        return _tensor_if_refused(forward) if _uses_torch(obj) else forward
 
     def run(self, x: np.ndarray, weights: Mapping[str, np.ndarray]) -> np.ndarray:
         """Run on x with the given (d_in, d_out) weights; returns the output as an ndarray."""
         return returned_array(self.prepare(weights)(x), self.name)
+
+
+def _tensor_if_refused(forward: Callable[[np.ndarray], Any]) -> Callable[[np.ndarray], Any]:
+    """A class of one's own holding torch weights: run on the NumPy array, as any class, and where
+    that raises, on a torch tensor (its layers take tensors: ``self.W_query(x)``); the first call's
+    choice holds for the calls after it."""
+    tensor: list[bool] = []
+
+    def run(x: np.ndarray) -> Any:
+        import torch
+
+        if not tensor:
+            try:
+                out = forward(np.array(x))
+            except Exception as numpy_refused:
+                try:
+                    out = forward(torch.from_numpy(np.ascontiguousarray(x)))
+                except Exception:
+                    raise numpy_refused from None
+                tensor.append(True)
+                return out
+            tensor.append(False)
+            return out
+        return forward(torch.from_numpy(np.ascontiguousarray(x)) if tensor[0] else x)
+
+    return run
 
 
 def neutral_extras(obj: Any, d_out: int, name: str) -> str:
