@@ -162,7 +162,7 @@ class UserAttention:
         return returned_array(self.prepare(weights)(x), self.name)
 
 
-def _tensor_if_refused(forward: Callable[[np.ndarray], Any]) -> Callable[[np.ndarray], Any]:
+def _tensor_if_refused(forward: Callable[[Any], Any]) -> Callable[[np.ndarray], Any]:
     """A class of one's own holding torch weights: run on the NumPy array, as any class, and where
     that raises, on a torch tensor (its layers take tensors: ``self.W_query(x)``); the first call's
     choice holds for the calls after it."""

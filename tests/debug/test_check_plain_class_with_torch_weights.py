@@ -48,7 +48,9 @@ class WrongScale(Plain):
 """
 
 
-@pytest.mark.parametrize(("name", "code", "verdict"), [("Plain", 0, "PASSED"), ("FromNumpy", 0, "PASSED"), ("WrongScale", 1, "FAILED")])
+@pytest.mark.parametrize(
+    ("name", "code", "verdict"), [("Plain", 0, "PASSED"), ("FromNumpy", 0, "PASSED"), ("WrongScale", 1, "FAILED")]
+)
 def test_a_plain_class_with_torch_layers_is_checked(tmp_path, name, code, verdict):
     (tmp_path / "mine.py").write_text(CODE)
     run = [sys.executable, "-m", "npattn", "check", "--timeout", "60", f"mine.py:{name}"]
