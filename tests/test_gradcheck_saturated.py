@@ -48,3 +48,16 @@ def test_a_wrong_gradient_fails(factor):
 @pytest.mark.parametrize("factor", [1.0, 1.001])
 def test_tiny_weights_are_judged_to_a_tenth_of_a_percent(factor):
     assert npattn.gradcheck(_saturated(factor, size=1e-4), X, raise_exception=False).passed == (factor == 1.0)
+
+
+def test_a_gradient_below_atol_is_sharpened_past_the_step_that_resolves_its_sign():
+    """At weights x 36 W_query's gradient (~3e-10) is below atol: the search stopped at the first step
+    where a sign flip fails (1e-4, allowed 1e-10), and a gradient 30% off passed there."""
+    with pytest.raises(GradcheckError, match="gradient of W_query is wrong"):
+        npattn.gradcheck(_saturated(1.3, size=36.0), X)
+
+
+def test_a_gradient_judged_coarsely_at_its_best_step_says_so():
+    report = npattn.gradcheck(_saturated(1.0, size=40.0), X)  # W_query's gradient ~5e-12: the noise is 1e-12
+    assert report.passed
+    assert "note: W_query is judged to 18% of its largest gradient at best" in str(report)

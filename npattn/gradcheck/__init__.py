@@ -14,9 +14,10 @@ With the default atol, a tensor whose gradient would pass with its sign flipped 
 atol, or far below the other outputs' rounding noise) gets an atol of its own (``_sharpest``):
 ten times the change between the differences at step h and 2h, at least the rounding noise at h,
 at h = eps, 100 eps or 10^4 eps; below the noise at every step, the report says so in a note.
-One whose sign flip fails but whose gradient x 1.0001 would pass at eps (a gradient a few times
-the rounding noise, as W_query's behind a saturated softmax) is checked at the step of those three
-with the smallest such atol (``_sharpest`` too: at eps alone a 10% error passed there).
+Either way (also once a step resolves the sign), a gradient that x 1.0001 would pass at eps is checked
+at the step of those three with the smallest atol, stopping at one that fails x 1.0001
+(``_sharpest``: at eps alone a 10% error passed behind a saturated softmax); a tensor judged more
+coarsely than 0.01% even there is named in a note saying how coarsely.
 A backward must add to ``.grad``: a second forward and backward must double every gradient.
 
 A check that cannot fail is refused (ConfigError) rather than passed: an input with no elements,

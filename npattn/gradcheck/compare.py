@@ -78,21 +78,24 @@ def _sharpest(
     directions: np.ndarray | None,
     goal: float,
 ) -> tuple[np.ndarray, float, float, bool]:
-    """The step of ``_steps`` at which a gradient off by ``goal`` of its size fails: (numerical,
-    atol, h, True) for the first that does; else the smallest atol found, at most ``at_eps``, and
-    False. ``goal`` 2: a sign flip (a gradient so small that the default atol would pass it with
-    its sign flipped; False: it is zero within the noise, the steps disagree, or the forward is not
-    finite at the larger steps). ``goal`` DETECTS: x 1.0001, for a gradient a few times eps's
-    rounding noise (W_query's, 6e-8, behind a saturated softmax passed x 1.1 at eps, whose atol
-    was that noise, 1e-8; at 100 eps the differences agree to 1e-10)."""
+    """The step of ``_steps`` with the smallest atol (eps's ``at_eps`` unless a step does better),
+    stopping at the first whose atol fails a gradient x 1.0001: (numerical, atol, h, whether a
+    gradient off by ``goal`` of its size fails there). ``goal`` 2: a sign flip, for a gradient so
+    small that the default atol would pass it with its sign flipped (False: it is zero within the
+    noise, the steps disagree, or the forward is not finite at the larger steps); ``goal`` DETECTS:
+    x 1.0001, for a gradient a few times eps's rounding noise. W_query's gradient behind a saturated
+    softmax, 6e-8, passed x 1.1 at eps (its atol was that noise, 1e-8; at 100 eps the differences
+    agree to 1e-10), and a gradient below atol passed x 1.01 once a sign flip failed (the search
+    stopped there)."""
     best = (numerical, at_eps, eps)
     for at_h, atol, h in _steps(target, loss, numerical, eps, noise, at_eps, directions):
         if atol < best[1]:
             best = (at_h, atol, h)
-        scale = float(np.max(np.abs(at_h)))
-        if atol + rtol * scale < goal * scale:
-            return at_h, atol, h, True
-    return (*best, False)
+        scale = float(np.max(np.abs(best[0])))
+        if best[1] + rtol * scale < DETECTS * scale:
+            break
+    scale = float(np.max(np.abs(best[0])))
+    return (*best, best[1] + rtol * scale < goal * scale)
 
 
 def _refuse_truncation(

@@ -150,6 +150,12 @@ class GradcheckReport:
                     f"note: {c.name}'s gradient (largest {c.scale:.3g}) is too small for the rounding noise at eps "
                     f"to judge, so it is checked at step {c.step:g} (allowed {c.allowed:.2g})"
                 )
+            if c.resolved and not self.user_atol and 0 < DETECTS * c.scale <= c.allowed:
+                lines.append(
+                    f"note: {c.name} is judged to {100 * c.allowed / c.scale:.2g}% of its largest gradient at best "
+                    f"(allowed {c.allowed:.2g} against {c.scale:.3g}, the differences' noise): a smaller error would "
+                    f"pass; check {c.name} where the loss is not dominated by larger outputs"
+                )
         return lines
 
     __repr__ = __str__
