@@ -9,8 +9,8 @@ one line and exit code 2: the user's code raised, called ``sys.exit``, raised
 child is killed). The child runs in a session and process group of its own, and the whole
 group is killed when the check ends, so processes the user's code starts (``os.fork``,
 ``subprocess``) do not outlive it (unless they start a session of their own); should the parent
-end without killing it (SIGTERM, SIGHUP, ``timeout(1)``), the child ends its group itself
-within 0.05 s, and at the latest ``GRACE`` seconds after the timeout. The forward's
+end without killing it (SIGTERM, SIGHUP, ``timeout(1)``), a watchdog process in the group ends
+it at once, and in any case ``GRACE`` seconds after the timeout. The forward's
 verdicts (at the book's shape and at the second shape) are the parent's own: it compares the
 outputs with the references computed from pristine weights in a process the user's code never
 ran in, so code that patches NumPy or npattn while it runs cannot certify a wrong output (the
@@ -19,13 +19,12 @@ backward and dropout checks run the user's code, so their verdicts come from the
 
 from __future__ import annotations
 
-import contextlib
 import math
 import multiprocessing
 import os
+import select
 import signal
 import sys
-import threading
 import time
 from multiprocessing.connection import Connection
 from typing import Any, TextIO
@@ -64,12 +63,14 @@ def parse_timeout(text: Any) -> float:
     return seconds
 
 
-def _child(conn: Connection, spec: str, parent: int, timeout: float) -> None:
+def _child(conn: Connection, spec: str, alive: tuple[int, int] | None, timeout: float) -> None:
     """Run the check; send ("report", text, passed, forward correct, output, causal, num_heads,
-    (forward correct, output, on a batch) at the second shape or None) or ("error", one line)."""
+    (forward correct, output, on a batch) at the second shape or None) or ("error", one line).
+    ``alive``: the pipe whose write end only the parent holds (``_watchdog``)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # forked while the parent held Ctrl-C back
     _own_session()
-    threading.Thread(target=_end_with_parent, args=(parent, timeout + GRACE), daemon=True).start()
+    if alive is not None:
+        _watchdog(conn, alive, timeout + GRACE)
     result: tuple[Any, ...]
     try:
         report = check_attention(spec)
@@ -107,20 +108,26 @@ def _own_session() -> None:
 
 
 GRACE = 2.0
-"""Seconds past ``--timeout`` after which the child ends itself, should the parent not have."""
+"""Seconds past ``--timeout`` after which the child's group is ended, should the parent not have."""
 
 
-def _end_with_parent(parent: int, seconds: float) -> None:
-    """In the child: end its whole process group once ``parent`` is gone or ``seconds`` have passed.
-    A parent ended by SIGTERM, SIGHUP or ``timeout(1)`` (or SIGKILL) cannot kill the child, which has
-    a session of its own: the user's code ran on, orphaned, past its ``--timeout``."""
-    deadline = time.monotonic() + seconds
-    while os.getppid() == parent and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if hasattr(os, "killpg"):
-        with contextlib.suppress(OSError):
+def _watchdog(conn: Connection, alive: tuple[int, int], seconds: float) -> None:
+    """In the child, before the user's code runs: fork a watchdog into the child's process group that
+    kills the whole group once the parent is gone (its pipe ``alive`` reads end-of-file: only the
+    parent held the write end) or ``seconds`` have passed. A parent ended by SIGTERM, SIGHUP or
+    ``timeout(1)`` cannot kill the child, which has a session of its own, and the user's code ran on,
+    orphaned, past its ``--timeout``; a process of its own, the watchdog needs no share of the
+    user's code's interpreter (a thread could not run while that code held the GIL)."""
+    read_end, write_end = alive
+    os.close(write_end)
+    if os.fork() == 0:
+        try:
+            conn.close()  # the parent's wait for the report must end when the child does
+            select.select([read_end], [], [], seconds)
             os.killpg(os.getpgrp(), signal.SIGKILL)
-    os._exit(1)
+        finally:
+            os._exit(0)
+    os.close(read_end)
 
 
 def _kill_group(child: Any) -> None:
@@ -192,13 +199,23 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
     for stream in (sys.stdout, sys.stderr):  # None when the shell closed it (2>&-)
         if stream is not None:
             stream.flush()
-    child = context.Process(target=_child, args=(send, spec, os.getpid(), timeout), daemon=True)
+    forked = context.get_start_method() == "fork" and hasattr(os, "killpg")
+    alive = os.pipe() if forked else None  # its write end stays open here as long as this process lives
+    child = context.Process(target=_child, args=(send, spec, alive, timeout), daemon=True)
     # Ctrl-C (from the terminal, or from the user's code signalling this process) waits until the
     # child is started: raised inside fork's own handlers it would print "Exception ignored" lines
     # beside the one-line report.
-    with sigint_held():
-        child.start()
-    send.close()
+    try:
+        with sigint_held():
+            child.start()
+    except BaseException:
+        if alive is not None:
+            os.close(alive[1])
+        raise
+    finally:
+        send.close()
+        if alive is not None:
+            os.close(alive[0])
     try:
         if not receive.poll(timeout):
             _kill_group(child)
@@ -221,6 +238,8 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
         _kill_group(child)
         child.join()
         _wait_group_gone(child.pid)
+        if alive is not None:
+            os.close(alive[1])
     if result[0] == "error":
         raise ConfigError(result[1])
     _, text, passed, forward_ok, output, causal, num_heads, other = result

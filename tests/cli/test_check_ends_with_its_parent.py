@@ -14,11 +14,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(not hasattr(os, "killpg"), reason="POSIX process groups")
 
-BUSY = """import os, pathlib
+BUSY = """import os, pathlib, re
 def f(x, W_query, W_key, W_value):
     pathlib.Path({pid!r}).write_text(str(os.getpid()))
     while True:
         pass
+def holds_the_gil(x, W_query, W_key, W_value):  # minutes inside one C call: no other thread runs
+    pathlib.Path({pid!r}).write_text(str(os.getpid()))
+    re.match(r"(a+)+$", "a" * 40 + "b")
 """
 
 
@@ -31,11 +34,13 @@ def _alive(pid):
         return stat.read().split(")")[-1].split()[0] != "Z"
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
-def test_the_users_code_does_not_outlive_a_check_ended_by_a_signal(tmp_path, signum):
+@pytest.mark.parametrize(
+    ("signum", "name"), [(signal.SIGTERM, "f"), (signal.SIGHUP, "f"), (signal.SIGTERM, "holds_the_gil")]
+)
+def test_the_users_code_does_not_outlive_a_check_ended_by_a_signal(tmp_path, signum, name):
     (tmp_path / "busy.py").write_text(BUSY.format(pid=str(tmp_path / "pid")))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    check = [sys.executable, "-m", "npattn", "check", "--timeout", "60", "busy.py:f"]
+    check = [sys.executable, "-m", "npattn", "check", "--timeout", "60", f"busy.py:{name}"]
     parent = subprocess.Popen(check, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     child = None
     try:
