@@ -12,6 +12,7 @@ import numpy as np
 from npattn.errors import ConfigError
 
 __all__ = [
+    "bound",
     "check_bool",
     "check_finite",
     "check_nonnegative_int",
@@ -96,3 +97,18 @@ def check_probability(value: Any, name: str) -> float:
     if number is None or not 0.0 <= number < 1.0:
         raise ConfigError(f"{name} must lie in [0, 1), got {shown(value)}")
     return number
+
+
+def bound(value: float, *, below: bool) -> str:
+    """``value`` on two significant digits, rounded to the side a caller's setting must stay on: down
+    for an upper bound (``below``: "use atol < 0.0061" where the bound is 0.0060615), up for a lower
+    bound ("use eps >= 1.3e-06" where it is 1.234e-06), so that following the advice is accepted."""
+    if not math.isfinite(value) or value <= 0.0:
+        return f"{value:.2g}"
+    step = 10.0 ** (math.floor(math.log10(value)) - 1)
+    for nudge in range(3):  # the product can round to the wrong side of value: one step further
+        rounded = (math.floor(value / step) - nudge) * step if below else (math.ceil(value / step) + nudge) * step
+        text = f"{rounded:.2g}"
+        if (float(text) <= value) if below else (float(text) >= value):
+            return text
+    return f"{value!r}"

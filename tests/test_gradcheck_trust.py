@@ -62,9 +62,9 @@ def test_an_eps_too_small_for_float64_is_refused(eps):
 def test_the_eps_bound_scales_with_the_largest_magnitude():
     small = Tanh(scale=0.1)
     npattn.gradcheck(small, X / 10, eps=1e-10, raise_exception=False)  # the bound itself, magnitudes below 1
-    with pytest.raises(npattn.ConfigError, match=r"the largest is 1.3e\+03\): .*use eps >= 1.3e-07"):
+    with pytest.raises(npattn.ConfigError, match=r"the largest is 1.3e\+03\): .*use eps >= 1.4e-07"):
         npattn.gradcheck(Tanh(scale=1e-3), X * 1e3, eps=1e-8)
-    npattn.gradcheck(Tanh(scale=1e-3), X * 1e3, eps=2e-7, raise_exception=False)
+    npattn.gradcheck(Tanh(scale=1e-3), X * 1e3, eps=1.4e-7, raise_exception=False)  # the advice is taken
 
 
 def test_a_forward_output_holding_nan_is_refused_as_such():
@@ -99,3 +99,22 @@ def test_a_module_without_backward_is_a_config_error():
 def test_kwargs_that_are_not_a_dict_of_names_are_refused(kwargs):
     with pytest.raises(npattn.ConfigError, match="gradcheck_stage: kwargs"):
         npattn.gradcheck_stage(F.softmax_forward, F.softmax_backward, [X], kwargs=kwargs)
+
+
+def test_the_advised_bounds_are_accepted():
+    """The advice is rounded to the side the setting must stay on: "use eps >= 1.2e-06" was refused
+    itself (the bound was 1.234e-06), as was an atol just under "use atol < 0.00013" (1.29e-4)."""
+    from npattn.nn import functional as F
+
+    x = np.full((2, 3), 12300.0)
+    x[1, 1] = 12340.0
+    with pytest.raises(npattn.ConfigError, match=r"use eps >= 1.3e-06"):
+        npattn.gradcheck_stage(F.gelu_forward, F.gelu_backward, [x], eps=1e-6)
+    npattn.gradcheck_stage(F.gelu_forward, F.gelu_backward, [x], eps=1.3e-6, raise_exception=False)
+
+    def identity(a):
+        return a * 1.0, None
+
+    with pytest.raises(npattn.ConfigError, match=r"use atol < 0.00012"):
+        npattn.gradcheck_stage(identity, lambda d, c: (d,), [np.ones(7)], atol=1.0)
+    npattn.gradcheck_stage(identity, lambda d, c: (d,), [np.ones(7)], atol=0.00012)

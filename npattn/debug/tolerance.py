@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_finite, from_tensor
+from npattn._scalars import bound
 from npattn.errors import ConfigError
 
 __all__ = ["FLOAT32_BOUND", "FORWARD_DETECTS", "FORWARD_RTOL", "allowed_error", "check_tolerances", "column_allowed"]
@@ -169,7 +170,8 @@ def allowed_error(
     if scale > 0.0 and allowed >= detects * scale:
         raise ConfigError(
             f"{who}: atol={atol:g} is too wide for these values (the largest is {scale:.3g}): a result off by "
-            f"{detects:.2%}, all zeros or sign-flipped would pass; use atol < {(detects - rtol) * scale:.2g} "
+            f"{detects:.2%}, all zeros or sign-flipped would pass; "
+            f"use atol < {bound((detects - rtol) * scale, below=True)} "
             "(or leave it unset: the default judges relative to the values)"
         )
     return allowed

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npattn import _html
+from npattn._scalars import bound
 from npattn.errors import ConfigError, GradcheckError
 
 __all__ = ["DETECTS", "GradcheckReport", "TensorCheck", "max_relative_error"]
@@ -200,7 +201,7 @@ def _check_can_fail(report: GradcheckReport) -> None:
         raise ConfigError(
             f"gradcheck: atol={report.atol:g} is too wide for these gradients (the largest is {largest:.3g}): "
             f"a gradient off by 0.01% (x 1.0001) or with its sign flipped would pass; "
-            f"use atol < {(DETECTS - report.rtol) * largest:.2g}"
+            f"use atol < {bound((DETECTS - report.rtol) * largest, below=True)}"
         )
     # A caller's atol, per tensor: each tensor whose gradient is above the default atol must fail
     # with its sign flipped (an error of twice its scale).
@@ -209,7 +210,7 @@ def _check_can_fail(report: GradcheckReport) -> None:
             raise ConfigError(
                 f"gradcheck: atol={report.atol:g} is too wide for {c.name} (its gradient's largest magnitude "
                 f"is {c.scale:.3g}): its gradient with the sign flipped would pass; "
-                f"use atol < {(2 - report.rtol) * c.scale:.2g}"
+                f"use atol < {bound((2 - report.rtol) * c.scale, below=True)}"
             )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import check_bool, check_finite, check_nonnegative_int, check_positive_int, from_tensor
+from npattn._scalars import bound
 from npattn.errors import ConfigError, GradcheckError
 from npattn.gradcheck.report import DETECTS, GradcheckReport
 
@@ -95,7 +96,8 @@ def _check_eps(eps: float, perturbed: Sequence[np.ndarray]) -> None:
     if eps < smallest:
         raise ConfigError(
             f"eps={eps:g} is too small for float64 at these magnitudes (the largest is {largest:.3g}): rounding "
-            f"x + eps errs by up to 1.1e-16 |x|, which swamps the numerical gradient; use eps >= {smallest:.2g} "
+            f"x + eps errs by up to 1.1e-16 |x|, which swamps the numerical gradient; "
+            f"use eps >= {bound(smallest, below=False)} "
             f"({MIN_EPS:g} times the largest magnitude, at least {MIN_EPS:g})"
         )
 
@@ -164,5 +166,6 @@ def _check_same(first: np.ndarray, second: np.ndarray, who: str) -> None:
         diff = float(np.max(np.abs(first - second))) if first.shape == second.shape else float("inf")
         raise ConfigError(
             f"{who}: two forwards of the same input differ (by up to {diff:.3g}): the forward is random (np.random, "
-            "an unfixed dropout mask), so its finite differences are noise; make it deterministic first"
+            "an unfixed dropout mask) or keeps state between calls (a counter, a running value), so its finite "
+            "differences are noise; make it deterministic first"
         )
