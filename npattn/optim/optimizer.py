@@ -129,6 +129,18 @@ class Optimizer:
                 )
         return params
 
+    def _refuse_used_up(self, method: str) -> None:
+        """A group whose 'params' was replaced by a generator (which one pass uses up) is refused by
+        every method that reads the groups: the second read found no parameters, and state_dict()
+        wrote a state of none (every buffer dropped)."""
+        for i, group in enumerate(self.param_groups):
+            if isinstance(group, Mapping) and isinstance(group.get("params"), Iterator):
+                raise ConfigError(
+                    f"{type(self).__name__}.{method}: parameter group {i}: 'params' is a generator or iterator, "
+                    "which one pass uses up (step, zero_grad and state_dict each read it): assign a list, such as "
+                    "list(model.parameters())"
+                )
+
     def add_param_group(self, group: dict[str, Any]) -> None:
         """Add ``{"params": [...], "lr": ..., ...}``; missing settings take the defaults.
 
@@ -136,6 +148,7 @@ class Optimizer:
             ConfigError: as the constructor: no or non-Parameter params, a Parameter already
                 optimized, an unknown setting or one out of range. Nothing is added then.
         """
+        self._refuse_used_up("add_param_group")
         where = f"parameter group {len(self.param_groups)}: "
         if not isinstance(group, Mapping) or "params" not in group:
             got = "a dict without 'params'" if isinstance(group, Mapping) else type(group).__name__
@@ -162,6 +175,7 @@ class Optimizer:
         Raises:
             ConfigError: set_to_none not a bool.
         """
+        self._refuse_used_up("zero_grad")
         zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
@@ -179,6 +193,7 @@ class Optimizer:
                 parameter, Adam's ``step`` below 1 or a negative ``exp_avg_sq``.
             ConfigError: a read-only ``.data``.
         """
+        self._refuse_used_up("step")
         loss = None
         if closure is not None:
             if not callable(closure):
@@ -191,11 +206,6 @@ class Optimizer:
         others: list[Parameter] = []
         for i, group in enumerate(self.param_groups):
             where = f"parameter group {i}: "
-            if isinstance(group, Mapping) and isinstance(group.get("params"), Iterator):  # used up: "no parameters"
-                raise ConfigError(
-                    f"{type(self).__name__}.step: {where}'params' is a generator or iterator, which one pass uses up "
-                    "(step, zero_grad and state_dict each read it): assign a list, such as list(model.parameters())"
-                )
             settings = self._check_group(group, where)
             check_complete(group, self.defaults, where, "the group", ConfigError, DELETED)
             params = self._check_params(group.get("params"), where, others)
@@ -248,6 +258,7 @@ class Optimizer:
         The state of a parameter no group lists any more (removed from ``param_groups[i]['params']``,
         a way to freeze it) is left out: it has no index, so nothing could load it back (torch raises
         KeyError here)."""
+        self._refuse_used_up("state_dict")
         for i, g in enumerate(self.param_groups):  # names that no longer pair with params would load wrongly
             check_names(g, f"state_dict: parameter group {i}: ", ConfigError)
         index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
@@ -276,6 +287,7 @@ class Optimizer:
                 parameter indices, a setting out of range (the constructor's message), missing or
                 unknown buffers, buffers of another shape, a non-float or narrower dtype, or non-finite values.
         """
+        self._refuse_used_up("load_state_dict")
         if not isinstance(state_dict, Mapping):
             raise StateDictError(
                 f"optimizer state_dict must be a dict with 'state' and 'param_groups', got {type(state_dict).__name__}"
