@@ -315,19 +315,17 @@ def entry() -> int:
     dropped = sys.unraisablehook
     sys.unraisablehook = lambda unraisable: _unless_interrupt(unraisable, dropped)
     try:
-        signal.signal(signal.SIGINT, _first_interrupt_only)
-    except (ValueError, OSError):  # not the main thread, or no signals here: Python's default stays
-        pass
-    code = 130
-    try:
         try:
+            try:
+                signal.signal(signal.SIGINT, _first_interrupt_only)
+            except (ValueError, OSError):  # not the main thread, or no signals here: Python's default stays
+                pass
             code = main()
         finally:
             _ignore_interrupts()
     except KeyboardInterrupt:  # pressed outside main's own report (as the parser was built, or main returned)
-        tell(f"npattn {_interrupts.command_of(sys.argv)}: interrupted")
-        return 130
-    if _interrupts.pressed and code != 130:  # a press whose KeyboardInterrupt Python dropped
+        code = -1
+    if code == -1 or (_interrupts.pressed and code != 130):  # or a press whose KeyboardInterrupt Python dropped
         tell(f"npattn {_interrupts.command_of(sys.argv)}: interrupted")
         return 130
     return code

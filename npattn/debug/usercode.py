@@ -152,9 +152,10 @@ def _on_a_batch(user: UserAttention, report: CheckReport, x: np.ndarray, W: dict
             warnings.simplefilter("ignore")  # torch's warning for the book's keys.T on 3-D, before it fails
             report.second = _check(user, x, W, with_dropout=False)
     except Exception as exc:  # it takes one sequence: the caller checks it on one
+        raised = type(exc.__cause__ or exc).__name__  # the user's own exception, not npattn's wrapper
         report.second_note = (
-            f"one sequence: {user.name} does not run on a batch {x.shape}, so it is checked on one sequence "
-            f"(n, d_in): {str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}"
+            f"one sequence: {user.name} takes one sequence (n, d_in) (on a batch {x.shape} it raised {raised}), "
+            "so it is checked on one"
         )
         return
     report.second_batched = True

@@ -85,7 +85,7 @@ def gradcheck(
     """Compare ``module.backward`` with central differences for every parameter and for ``x``.
 
     Works on a float64 deep copy of ``module`` (the original is untouched). L = sum(module(x) * G)
-    with G drawn from ``seed``. ``fast_mode=True`` checks ``n_directions`` random directional
+    with G drawn from ``seed``. ``fast_mode=True`` checks ``n_directions`` (default 4) random directional
     derivatives per tensor instead of every element (cheap for large tensors; the name is
     ``torch.autograd.gradcheck``'s). Integer token ids (``GPTModel``'s input) are passed
     unchanged with ``check_input=False``: only the parameters are checked. Keep the module in eval

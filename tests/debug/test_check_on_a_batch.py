@@ -66,5 +66,5 @@ def test_right_code_passes_on_a_batch_or_on_one_sequence(code, capsys, name):
     assert main(["check", f"{code}:{name}"]) == 0
     out = capsys.readouterr().out
     if name == "one_sequence":
-        assert "one sequence: one_sequence does not run on a batch (2, 5, 4), so it is checked on one sequence" in out
+        assert "one_sequence takes one sequence (n, d_in) (on a batch (2, 5, 4) it raised ValueError)" in out
     assert np.asarray(report.second.output).ndim == (3 if name == "right" else 2)
