@@ -112,7 +112,22 @@ def _conversion_hint(data: bytes, bad: int) -> str:
             "convert it first, e.g. in Python: data.decode('utf-8', 'surrogatepass').encode('utf-16', "
             "'surrogatepass').decode('utf-16')"
         )
+    for magic, what in _BINARY:
+        if data.startswith(magic):
+            return f"it is {what}, not text in another encoding: the run needs a text file"
+    if b"\x00" in data[:4096]:
+        return "it holds NUL bytes, as a binary file does, not text in another encoding: the run needs a text file"
     return "convert it first, e.g. iconv -f latin1 -t utf-8"
+
+
+_BINARY = (
+    (b"PK\x03\x04", "a zip archive (an npattn checkpoint or .npz?)"),
+    (b"\x7fELF", "a program"),
+    (b"\x93NUMPY", "a NumPy .npy array"),
+    (b"\x89PNG", "a PNG image"),
+    (b"%PDF", "a PDF"),
+)
+"""Binary files by their first bytes: advice to convert them from latin-1 would train on garbage."""
 
 
 def check_tokenizer(tokenizer: Any, name: str = "tokenizer") -> Tokenizer:
