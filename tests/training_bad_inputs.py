@@ -16,6 +16,7 @@ import numpy as np
 
 import npattn
 from npattn.optim import SGD, Adam
+from npattn.train import fit
 from npattn.train.digest import DIGEST_KEY, stamped
 from npattn.train.lm import LMHistory
 from npattn.train.lm_run import run_lm
@@ -365,6 +366,19 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             in_scratch(lambda: save_tokenizer(type("Own", (), {"to_dict": lambda self: {"junk": 1}})(), "tok.json")),
             cfg,
             "save_tokenizer: Own.to_dict() is no description load_tokenizer reads back (not a tokenizer description",
+        ),
+        (
+            "fit(model, optimizer, criterion, batches, steps)",
+            "a batch of another d_in at step 3 (was the model's message alone: no step named)",
+            lambda: fit(
+                npattn.SelfAttention_v1(6, 2, rng=1, dtype=np.float64),
+                npattn.optim.SGD(npattn.SelfAttention_v1(6, 2, rng=1).parameters(), lr=0.1),
+                npattn.MSELoss(),
+                lambda s: (np.ones((4, 6, 6 if s < 3 else 5)), np.zeros((4, 6, 2))),
+                steps=5,
+            ),
+            npattn.ShapeError,
+            "fit: the batch of step 3, batches(3): x: expected last dimension d_in=6",
         ),
         (
             "make_task(name).evaluate(model)",

@@ -27,7 +27,7 @@ import numpy as np
 
 from npattn._checks import check_nonnegative_int
 from npattn._interrupts import raise_if_pressed
-from npattn.errors import CheckpointError, ConfigError, TrainingError
+from npattn.errors import CheckpointError, ConfigError, DTypeError, ShapeError, TrainingError
 from npattn.nn.losses import CrossEntropyLoss, Loss, MSELoss
 from npattn.nn.module import Module
 from npattn.optim import Optimizer
@@ -383,8 +383,12 @@ def fit(
             got = type(batch).__name__ + (f" of {len(batch)}" if isinstance(batch, (tuple, list)) else "")
             raise ConfigError(f"fit: batches({step}) must return (x, target), got {got}")
         x, target = batch
-        output = model(x)
-        loss = criterion(output, target)
+        try:
+            output = model(x)
+            loss = criterion(output, target)
+        except (ShapeError, DTypeError) as exc:  # say where the run stopped and what it holds
+            held = "no step of this call was applied" if step == start_step else f"the model holds step {step}'s weights"
+            raise type(exc)(f"fit: the batch of step {step}, batches({step}): {exc} ({held})") from None
         model.backward(criterion.backward())
         check_finite(model, loss, step, _hint(x, target))
         optimizer.step()
