@@ -66,6 +66,12 @@ def _step_after(edit: Callable[[npattn.Module, Any], Any]) -> None:
     opt.step()
 
 
+def _fit_with_a_bad_batch_at(bad: int) -> None:
+    model = npattn.SelfAttention_v1(6, 2, rng=1, dtype=np.float64)
+    optimizer = npattn.optim.SGD(model.parameters(), lr=0.1)
+    fit(model, optimizer, npattn.MSELoss(), lambda s: (np.ones((4, 6, 6 if s < bad else 5)), np.zeros((4, 6, 2))), 5)
+
+
 def _npy(arr: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, arr)
@@ -370,13 +376,7 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
         (
             "fit(model, optimizer, criterion, batches, steps)",
             "a batch of another d_in at step 3 (was the model's message alone: no step named)",
-            lambda: fit(
-                npattn.SelfAttention_v1(6, 2, rng=1, dtype=np.float64),
-                npattn.optim.SGD(npattn.SelfAttention_v1(6, 2, rng=1).parameters(), lr=0.1),
-                npattn.MSELoss(),
-                lambda s: (np.ones((4, 6, 6 if s < 3 else 5)), np.zeros((4, 6, 2))),
-                steps=5,
-            ),
+            lambda: _fit_with_a_bad_batch_at(3),
             npattn.ShapeError,
             "fit: the batch of step 3, batches(3): x: expected last dimension d_in=6",
         ),

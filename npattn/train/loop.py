@@ -387,7 +387,7 @@ def fit(
             output = model(x)
             loss = criterion(output, target)
         except (ShapeError, DTypeError) as exc:  # say where the run stopped and what it holds
-            held = "no step of this call was applied" if step == start_step else f"the model holds step {step}'s weights"
+            held = "no step of this call was applied" if step == start_step else f"the model holds {step} steps"
             raise type(exc)(f"fit: the batch of step {step}, batches({step}): {exc} ({held})") from None
         model.backward(criterion.backward())
         check_finite(model, loss, step, _hint(x, target))
