@@ -58,24 +58,52 @@ def check_plot_target(path: Any, holds: bool = True) -> str:
 
 
 MARK_BYTES = 1 << 16  # matplotlib names itself near the start (PNG, SVG, EPS, PS) or the end (PDF)
-CREATOR_ENTRIES = {  # a file's first bytes -> the creator entry matplotlib (3.3 and later) writes in it
-    b"\x89PNG\r\n\x1a\n": re.compile(rb"tEXtSoftware\x00Matplotlib version\d"),
-    b"%PDF-": re.compile(rb"/Creator \(Matplotlib v\d|/Producer \(Matplotlib pdf backend v\d"),
-    b"<?xml": re.compile(rb"<dc:title>Matplotlib v\d"),
-    b"<svg": re.compile(rb"<dc:title>Matplotlib v\d"),
-    b"%!PS-Adobe": re.compile(rb"(?m)^%%Creator: Matplotlib v\d"),
-}
+_PNG_SOFTWARE = re.compile(rb"tEXtSoftware\x00Matplotlib version\d")
+_PS_CREATOR = re.compile(rb"(?m)^%%Creator: ?(.*)$")
+_SVG_OWN_METADATA = re.compile(  # the root's first child, as matplotlib writes it: its creator agent's title
+    rb"\A<\?xml[^>]*\?>\s*(?:<!DOCTYPE[^>]*>\s*)?<svg\b[^>]*>\s*<metadata>\s*<rdf:RDF\b[^>]*>\s*<cc:Work>"
+    rb"(?:(?!</cc:Work>)[\s\S])*?<dc:creator>\s*<cc:Agent>\s*<dc:title>Matplotlib v\d"
+)
+_PDF_LAST_TRAILER = re.compile(rb"trailer\s*<<((?:(?!>>)[\s\S])*)>>\s*startxref\s*\d+\s*%%EOF\s*\Z")
+_PDF_MATPLOTLIB_INFO = re.compile(  # matched at the Info object's start
+    rb"\s*<<\s*/Creator \(Matplotlib v\d[^)]*\)\s*/Producer \(Matplotlib pdf backend v\d"
+)
+
+
+def _written_by_matplotlib(head: bytes, tail: bytes) -> bool:
+    """Whether the file's own creator entry is matplotlib's, where each format keeps it: PNG's
+    ``Software`` text chunk; PostScript's first ``%%Creator:`` comment (the header's, not an
+    embedded figure's); SVG's metadata, the root's first child, whose creator agent is titled
+    ``Matplotlib v...``; PDF's Info dictionary named by its one trailer (no incremental update
+    since), written first thing in its object. A thesis embedding a matplotlib figure (dvips's
+    ``%%BeginDocument``, pdfTeX's ``/PTEX.InfoDict``, an SVG poster), a document titled
+    "Matplotlib v3 ..." and a plot edited since (a PDF annotated in a viewer) were all taken for a
+    plot and replaced."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return bool(_PNG_SOFTWARE.search(head) or _PNG_SOFTWARE.search(tail))
+    if head.startswith(b"%!PS-Adobe"):
+        creator = _PS_CREATOR.search(head)
+        return creator is not None and creator.group(1).startswith(b"Matplotlib v")
+    if head.startswith((b"<?xml", b"<svg")):
+        return bool(_SVG_OWN_METADATA.match(head))
+    if head.startswith(b"%PDF-"):
+        trailer = _PDF_LAST_TRAILER.search(tail)
+        if trailer is None or tail.count(b"%%EOF") != 1 or b"/Prev" in trailer.group(1):
+            return False
+        info = re.search(rb"/Info (\d+) 0 R", trailer.group(1))
+        start = info and tail.rfind(b"\n" + info.group(1) + b" 0 obj")
+        return bool(info and start is not None and start >= 0 and _PDF_MATPLOTLIB_INFO.match(
+            tail, start + len(info.group(1)) + 7))
+    return False
 
 
 def check_replaceable(real: str, text: str) -> None:
     """An existing ``--plot`` file is replaced only if it is empty, or a PNG, PDF, SVG, EPS or PS file
-    (by its first bytes) whose creator entry, in its first or last 64 KiB, is matplotlib's
-    (``CREATOR_ENTRIES``: PNG's ``Software`` text chunk "Matplotlib version...", PDF's ``/Creator
-    (Matplotlib v...`` or ``/Producer (Matplotlib pdf backend v...``, SVG's ``<dc:title>Matplotlib
-    v...``, PostScript's ``%%Creator: Matplotlib v...``), as in every such file matplotlib writes, a
-    plot of an earlier run among them. A file that merely mentions matplotlib (a PDF titled "Plotting
-    with matplotlib", a GIMP PNG whose comment names it) is refused, as is every other file; JPEG,
-    WebP, TIFF, GIF, SVGZ and raw files carry no such entry.
+    whose own creator entry is matplotlib's (``_written_by_matplotlib``), as in every such file
+    matplotlib writes, a plot of an earlier run among them. A file that merely mentions matplotlib (a
+    PDF titled "Plotting with matplotlib", a GIMP PNG whose comment names it, a document embedding a
+    matplotlib figure) is refused, as is every other file; JPEG, WebP, TIFF, GIF, SVGZ and raw files
+    carry no such entry.
 
     Raises:
         CheckpointError: naming the path, and how to proceed (remove the file or choose another path).
@@ -89,8 +117,7 @@ def check_replaceable(real: str, text: str) -> None:
         return
     except OSError as exc:
         raise CheckpointError(f"cannot read the existing plot {text!r}: {exc.strerror or exc}") from None
-    entry = next((e for start, e in CREATOR_ENTRIES.items() if head.startswith(start)), None)
-    if not head or (entry is not None and (entry.search(head) or entry.search(tail))):
+    if not head or _written_by_matplotlib(head, tail):
         return
     raise CheckpointError(
         f"--plot {text!r} holds a file that is not an image matplotlib wrote (it starts with {head[:8]!r} and "
