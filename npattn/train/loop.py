@@ -90,11 +90,17 @@ class Progress:
 
     def _holds(self) -> str:
         """What ``save`` holds now, the end of a sentence naming it."""
-        changed = self._on_disk() != self.seen
+        now = self._on_disk()
+        changed = now != self.seen
         if self.saved is None:
             return "changed during the run, but not by it" if changed else "is as it was before the run"
-        if changed:
-            return f"was written at step {self.saved} but is no longer there (removed or replaced since)"
+        if changed and now is None:
+            return f"was written at step {self.saved} but is no longer there (removed since)"
+        if changed:  # a touch changes its time only: it may still hold the step, but this run cannot tell
+            return (
+                f"was written at step {self.saved} and has been changed since by someone else (its size, time or "
+                "file replaced), so it may no longer hold that step"
+            )
         return f"holds step {self.saved}"
 
     def checkpoint(self) -> str:

@@ -29,7 +29,11 @@ def _replace_by(kind, path):
     return act
 
 
-GONE = "was written at step 4 but is no longer there (removed or replaced since)"
+GONE = "was written at step 4 but is no longer there (removed since)"
+CHANGED = (
+    "was written at step 4 and has been changed since by someone else (its size, time or file replaced), so it may "
+    "no longer hold that step"
+)
 
 
 @pytest.mark.parametrize("kind", ["directory", "symlink to /dev/null", "folder removed"])
@@ -42,7 +46,7 @@ def test_a_failed_save_does_not_claim_a_file_that_is_gone(tmp_path, monkeypatch,
     assert main(["train", "--task", "teacher-student", "--steps", "8", "--save", str(ck), "--save-every", "2"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("npattn train: error: cannot write checkpoint")
-    assert err.endswith(f"The last checkpoint of this run, '{ck}', {GONE}.\n")
+    assert err.endswith(f"The last checkpoint of this run, '{ck}', {GONE if kind == 'folder removed' else CHANGED}.\n")
 
 
 @pytest.mark.parametrize("kind", ["directory", "another file"])
@@ -51,7 +55,7 @@ def test_ctrl_c_does_not_claim_a_file_that_is_gone(tmp_path, monkeypatch, capsys
     replace = _replace_by(kind, ck)
     _on_step(monkeypatch, 6, lambda: (replace(), _interrupt()))
     assert main(["train", "--task", "teacher-student", "--steps", "8", "--save", str(ck), "--save-every", "2"]) == 130
-    assert capsys.readouterr().err == f"npattn train: interrupted at step 5; the last checkpoint '{ck}' {GONE}\n"
+    assert capsys.readouterr().err == f"npattn train: interrupted at step 5; the last checkpoint '{ck}' {CHANGED}\n"
 
 
 def test_a_file_still_there_is_reported_with_its_step(tmp_path, monkeypatch, capsys):
@@ -96,4 +100,4 @@ def test_a_file_replaced_right_after_the_write_is_not_taken_for_it(tmp_path, mon
     monkeypatch.setattr(checkpoint, "save_run", save_run)
     _on_step(monkeypatch, 6, _interrupt)
     assert main(["train", "--task", "teacher-student", "--steps", "8", "--save", str(ck), "--save-every", "2"]) == 130
-    assert capsys.readouterr().err == f"npattn train: interrupted at step 5; the last checkpoint '{ck}' {GONE}\n"
+    assert capsys.readouterr().err == f"npattn train: interrupted at step 5; the last checkpoint '{ck}' {CHANGED}\n"

@@ -44,8 +44,8 @@ def test_a_symlink_to_a_precious_file_planted_between_saves_is_refused(tmp_path,
     assert mine.read_bytes() == data and ck.is_symlink()
     assert f"cannot write checkpoint '{ck}': it now holds a symlink to 'mine.npz'" in err
     assert "since this run last wrote it at step 4" in err
-    assert err.endswith(f"The last checkpoint of this run, '{ck}', was written at step 4 but is no longer there "
-                        "(removed or replaced since).\n")
+    assert err.endswith(f"The last checkpoint of this run, '{ck}', was written at step 4 and has been changed since by "
+                        "someone else (its size, time or file replaced), so it may no longer hold that step.\n")
 
 
 def test_a_symlink_to_the_runs_own_file_is_refused_too(tmp_path, monkeypatch, capsys):
