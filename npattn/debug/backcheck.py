@@ -105,6 +105,7 @@ class BackwardCheck:
     forward_wrong: bool = False  # the error is the forward's (it raised, or no correct attention gives its output)
     forward_matches: bool = False  # the forward's output equals npattn's (relative 1e-5)
     precision_note: str = ""  # set when finite differences of the user's forward are float noise
+    raised: str = ""  # the type of the exception the user's backward raised (it ran on nothing it takes?)
 
     @property
     def judge(self) -> str:
@@ -301,7 +302,7 @@ def check_backward(
         report.error = str(exc)
         return report
     except Exception as exc:
-        report.error = describe_exception(f"{name}'s backward", exc)
+        report.error, report.raised = describe_exception(f"{name}'s backward", exc), type(exc).__name__
         return report
     reference = backward_variant(x64, W64, G, **settings)
     report.forward_matches = matches(out, expected_out)

@@ -107,14 +107,37 @@ def pair_callables(
         return _array(result[0]), result[1]
 
     def run_backward(x: np.ndarray, W: Mapping[str, np.ndarray], G: np.ndarray) -> dict[str, Any]:
-        _, cache = run_forward(x, W)
+        given = {n: np.array(W[n], copy=True) for n in WEIGHTS}
+        _, cache = run_forward(x, given)
+        _refuse_edited(f"{name}_forward", given, W)
         result = backward(G, cache)
+        _refuse_edited(f"{name}_backward (through its cache)", given, W)
         if not (isinstance(result, (tuple, list)) and len(result) == 4):
             got = f"{len(result)} values" if isinstance(result, (tuple, list)) else type(result).__name__
             raise ConfigError(f"{name}_backward must return (dx, dW_query, dW_key, dW_value), got {got}")
         return dict(zip(GRAD_NAMES, result))
 
     return (lambda x, W: run_forward(x, W)[0]), run_backward
+
+
+def _refuse_edited(who: str, held: Mapping[str, Any], W: Mapping[str, np.ndarray]) -> None:
+    """Raise when a weight ``who`` was given is no longer what it was: a backward that scaled
+    W_query in place (through its cache) passed, its gradients right; on a model it changes the
+    weights at every backward."""
+    edited = [n for n in WEIGHTS if not np.array_equal(np.asarray(held[n]), W[n], equal_nan=True)]
+    if edited:
+        raise ConfigError(
+            f"{who} changed the weight(s) {', '.join(edited)} in place: a forward or backward must leave the "
+            "weights as they were (on a model it would change them at every call); compute into new arrays"
+        )
+
+
+def _weight_of(obj: Any, n: str) -> np.ndarray:
+    """The (d_in, d_out) weight ``obj`` holds as ``n`` (a Linear's (d_out, d_in) weight transposed)."""
+    holder = getattr(obj, n)
+    if hasattr(holder, "weight") and not isinstance(holder, np.ndarray):
+        return np.asarray(from_tensor(holder.weight.data)).T
+    return np.asarray(from_tensor(getattr(holder, "data", holder)))
 
 
 def load_float64(obj: Any, W: Mapping[str, np.ndarray]) -> None:
@@ -203,7 +226,9 @@ def object_callables(obj: Any, name: str) -> tuple[Callable[..., np.ndarray], Ca
     def run_backward(x: np.ndarray, W: Mapping[str, np.ndarray], G: np.ndarray) -> dict[str, Any]:
         run_forward(x, W)
         _clear_grads(obj)
-        return grads_of(obj, obj.backward(G), name)
+        grads = grads_of(obj, obj.backward(G), name)
+        _refuse_edited(f"{name}.backward", {n: _weight_of(obj, n) for n in WEIGHTS}, W)
+        return grads
 
     return run_forward, run_backward
 

@@ -158,6 +158,14 @@ def _on_a_batch(user: UserAttention, report: CheckReport, x: np.ndarray, W: dict
             "so it is checked on one"
         )
         return
+    backward = report.second.backward
+    if backward is not None and backward.raised and report.second.diagnosis.correct:  # its backward takes one
+        report.second = None
+        report.second_note = (
+            f"one sequence: {user.name}'s backward takes one sequence (n, d_in) (on a batch {x.shape} it raised "
+            f"{backward.raised}), so it is checked on one"
+        )
+        return
     report.second_batched = True
     report.second_shape = "batch={}, n={}, d_in={}, d_out={}".format(*x.shape[:2], *W["W_query"].shape)
 
