@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import as_array, as_number, check_bool, check_positive_int, finite_float
+from npattn._checks import as_array, as_number, cast, check_bool, check_positive_int, finite_float
 from npattn.errors import ConfigError, ShapeError
 from npattn.kernels.blocks import splits_slabs
 from npattn.kernels.fused import fused_backward, fused_forward
@@ -348,6 +348,8 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
         d = as_array(d, "d_context_vec")
     if d.shape != out_shape:
         raise ShapeError(f"attention_backward: expected a gradient of shape {out_shape} (the output's), got {d.shape}")
+    # a gradient the inputs' dtype cannot hold is refused, as a module refuses it (it gave inf gradients)
+    cast(d, min(dtypes, key=lambda t: np.dtype(t).itemsize), "kernels.attention_backward: d_context_vec")
     if d.dtype != compute:
         d = d.astype(compute)
     if chosen == "fused":

@@ -240,6 +240,8 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
             raise CheckpointError(f"{path!r}: its 'npattn' metadata lists other tensors than the file holds")
         state = {key: state[key] for key in order}
         meta = {**meta, "version": VERSION, **extra}
+    elif isinstance(raw_meta, dict):  # another writer's metadata, every entry as written (it dropped all but two)
+        meta = {**meta, **raw_meta}
     return state, meta
 
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from npattn._checks import check_allocation, check_nonnegative_int
+from npattn._checks import cast, check_allocation, check_nonnegative_int
 from npattn.errors import DTypeError, ShapeError
 from npattn.nn.functional.contract import check_dropout, check_keep_needs_p
 
@@ -468,6 +468,7 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
     """Returns (d_queries, d_keys, d_values): the stages of attention_forward in reverse."""
     c_scores, c_mask, c_softmax, c_dropout, c_context, dtypes = cache
     if dtypes is not None:  # the forward ran float16 in float32
+        cast(np.asarray(d_context_vec), np.float16, "attention_backward: d_context_vec")  # refused, not inf grads
         d_context_vec = d_context_vec.astype(np.promote_types(d_context_vec.dtype, np.float32))
     d_attn_weights, d_values = context_backward(d_context_vec, c_context)
     if c_dropout is not None:
