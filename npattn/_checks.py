@@ -338,6 +338,11 @@ def grad_problem(grad: Any, data: np.ndarray, shape: tuple[int, ...] | None = No
     if grad is None:
         return None if shape is None or shape == data.shape else f"cannot take a gradient of shape {shape}"
     if type(grad) is np.ndarray and grad.shape == data.shape and grad.dtype == data.dtype and grad.flags.writeable:
+        if overlaps_itself(grad):
+            return (
+                "overlaps itself (entries share memory, as np.lib.stride_tricks.as_strided makes): += would add "
+                "several entries' gradients into one place"
+            )
         if shape is None or shape == data.shape:
             return None
         return (
@@ -352,6 +357,17 @@ def grad_problem(grad: Any, data: np.ndarray, shape: tuple[int, ...] | None = No
             f"and dtype {data.dtype}"
         )
     return "is read-only (its flags.writeable is False)"
+
+
+def overlaps_itself(arr: np.ndarray) -> bool:
+    """Whether two entries of ``arr`` share memory (a zero or short stride from ``as_strided``);
+    a contiguous array never does, and is told at the cost of one flag."""
+    if arr.flags.c_contiguous or arr.flags.f_contiguous or arr.size < 2:
+        return False
+    offsets = np.zeros(1, dtype=np.int64)
+    for n, stride in zip(arr.shape, arr.strides):
+        offsets = (offsets[:, None] + np.arange(n, dtype=np.int64) * stride).ravel()
+    return len(np.unique(offsets)) < arr.size
 
 
 MASKS = {"mask": "True = masked", "keep": "True = kept", "dropout_keep": "True = kept"}

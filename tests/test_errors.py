@@ -921,6 +921,10 @@ def _read_only_grad(p: npattn.Parameter) -> np.ndarray:
     return grad
 
 
+def _overlapping_grad(p: npattn.Parameter) -> np.ndarray:
+    return np.lib.stride_tricks.as_strided(np.zeros(3, np.float32), (3, 2), (4, 0))  # two entries per place
+
+
 def _read_only_weight() -> npattn.Module:
     model = npattn.SelfAttention_v1(3, 2, rng=0)
     model.W_value.data.flags.writeable = False
@@ -1000,6 +1004,13 @@ def reliability_bad_inputs() -> list[BadInput]:
             lambda: _with_grad(_read_only_grad).backward(np.ones((6, 2))),
             npattn.BackwardError,
             "W_value.grad is read-only",
+        ),
+        (
+            "SelfAttention_v1.backward(g)",
+            "a .grad whose entries share memory (as_strided; was a wrong gradient)",
+            lambda: _with_grad(_overlapping_grad).backward(np.ones((6, 2))),
+            npattn.BackwardError,
+            "W_value.grad overlaps itself (entries share memory, as np.lib.stride_tricks.as_strided makes)",
         ),
         (
             "SelfAttention_v1.backward(g)",

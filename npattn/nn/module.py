@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import check_bool, check_float_dtype, device_name, grad_problem, plain
+from npattn._checks import check_bool, check_float_dtype, device_name, grad_problem, overlaps_itself, plain
 from npattn.errors import BackwardError, ConfigError, DTypeError
 from npattn.nn.functional import Recorder
 from npattn.nn.parameter import Parameter, check_specs, nonfinite_problem, shared_grads, zero_grads
@@ -352,7 +352,7 @@ class Module:
         for param, d in grads:
             g, data = param.grad, param._data
             if type(g) is np.ndarray and g.shape == d.shape == data.shape and g.dtype == data.dtype:
-                if g.flags.writeable:
+                if g.flags.writeable and not overlaps_itself(g):
                     continue
             if not param._requires_grad:
                 continue  # frozen: nothing is accumulated
