@@ -80,9 +80,11 @@ def _sharpest(
 ) -> tuple[np.ndarray, float, float, bool]:
     """The step of ``_steps`` with the smallest atol (eps's ``at_eps`` unless a step does better),
     stopping at the first whose atol fails a gradient x 1.0001: (numerical, atol, h, whether a
-    gradient off by ``goal`` of its size fails there). ``goal`` 2: a sign flip, for a gradient so
-    small that the default atol would pass it with its sign flipped (False: it is zero within the
-    noise, the steps disagree, or the forward is not finite at the larger steps); ``goal`` DETECTS:
+    gradient off by ``goal`` of its size fails there). ``goal`` 1: a missing gradient (and so a sign
+    flip), for a gradient so small that the default atol would pass it missing (False: it is zero
+    within the noise, the steps disagree, or the forward is not finite at the larger steps; with a
+    sign flip as the goal, a missing gradient passed where the atol lay between its size and twice
+    it); ``goal`` DETECTS:
     x 1.0001, for a gradient a few times eps's rounding noise. W_query's gradient behind a saturated
     softmax, 6e-8, passed x 1.1 at eps (its atol was that noise, 1e-8; at 100 eps the differences
     agree to 1e-10), and a gradient below atol passed x 1.01 once a sign flip failed (the search
@@ -157,8 +159,8 @@ def _compare(
     numerical = _numerical(target, loss, eps, directions)
     scale = float(np.max(np.abs(numerical))) if numerical.size else 0.0
     step, resolved = eps, True
-    if noise is not None and numerical.size and atol + rtol * scale >= 2 * scale:  # a sign flip would pass
-        found = _sharpest(target, loss, numerical, eps, noise, atol, rtol, directions, 2.0)
+    if noise is not None and numerical.size and atol + rtol * scale >= scale:  # a missing gradient would pass
+        found = _sharpest(target, loss, numerical, eps, noise, atol, rtol, directions, 1.0)
         resolved = found[3]
         if resolved:
             numerical, atol, step = found[:3]
