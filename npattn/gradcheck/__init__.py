@@ -10,7 +10,7 @@ scale, so the defaults (atol = 1e-8, or the rounding noise ``difference_noise`` 
 rtol = 1e-6) reject a gradient scaled by 1.0001 (an error of 1e-4 of the scale) by a factor of
 about 100, and pass a correct one with a margin of about 100 or more.
 
-With the default atol, a tensor whose gradient would pass with its sign flipped (it is below
+With the default atol, a tensor whose gradient would pass missing or with its sign flipped (it is below
 atol, or far below the other outputs' rounding noise) gets an atol of its own (``_sharpest``):
 ten times the change between the differences at step h and 2h, at least the rounding noise at h,
 at h = eps, 100 eps or 10^4 eps; below the noise at every step, the report says so in a note.
