@@ -15,11 +15,11 @@ See docs/architecture.md.
 """
 # ruff: noqa: E402 (the Ctrl-C guard of the command line is set before the package's imports)
 
+import _signal  # the C module: `import signal` builds its enums first, a window of its own (~10 ms)
 import os as _os
-import signal as _signal
 import sys as _sys
 
-from npattn import _interrupts  # no NumPy: the Ctrl-C guard below is set before NumPy loads
+from npattn import _interrupts  # os and sys only: the Ctrl-C guard below is set before anything loads
 
 
 def _started_as_command() -> bool:

@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+
+TYPE_CHECKING = False  # typing itself is not imported (2 ms)
+if TYPE_CHECKING:  # nothing else is imported: the command line's Ctrl-C guard is set from here first thing
+    from collections.abc import Sequence
+    from typing import Any
 
 __all__ = ["command_of", "exit_while_starting", "press", "pressed", "raise_if_pressed"]
 
