@@ -364,6 +364,18 @@ def overlaps_itself(arr: np.ndarray) -> bool:
     a contiguous array never does, and is told at the cost of one flag."""
     if arr.flags.c_contiguous or arr.flags.f_contiguous or arr.size < 2:
         return False
+    axes = sorted((abs(stride), n) for n, stride in zip(arr.shape, arr.strides) if n > 1)
+    reach = arr.itemsize  # a strided view: each axis steps past all the axes of smaller stride
+    for stride, n in axes:
+        if stride < reach:
+            break
+        reach = stride * n
+    else:
+        return False
+    if any(stride == 0 for stride, _ in axes):
+        return True
+    if arr.size > 1 << 20:  # an interleaving the stride test cannot tell: refused rather than read entry by entry
+        return True
     offsets = np.zeros(1, dtype=np.int64)
     for n, stride in zip(arr.shape, arr.strides):
         offsets = (offsets[:, None] + np.arange(n, dtype=np.int64) * stride).ravel()

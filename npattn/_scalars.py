@@ -106,9 +106,11 @@ def bound(value: float, *, below: bool) -> str:
     if not math.isfinite(value) or value <= 0.0:
         return f"{value:.2g}"
     step = 10.0 ** (math.floor(math.log10(value)) - 1)
+    if step == 0.0 or not math.isfinite(step) or not math.isfinite(value / step):  # subnormal, or near the top
+        return repr(value)
     for nudge in range(3):  # the product can round to the wrong side of value: one step further
         rounded = (math.floor(value / step) - nudge) * step if below else (math.ceil(value / step) + nudge) * step
         text = f"{rounded:.2g}"
-        if (float(text) <= value) if below else (float(text) >= value):
+        if math.isfinite(float(text)) and ((float(text) <= value) if below else (float(text) >= value)):
             return text
     return f"{value!r}"

@@ -227,3 +227,5 @@ def test_a_tensor_resolved_only_for_a_sign_flip_is_not_called_resolved(s):
     report = npattn.gradcheck(TwoScales(s, "drop"), X, raise_exception=False)
     assert not report["B"].resolved or not report.passed
     assert not report.passed or "a missing or wrong-signed gradient may pass" in str(report)
+    with pytest.raises(npattn.GradcheckError, match="gradient of B"):  # judged at the sharpest step all the same
+        npattn.gradcheck(TwoScales(s, "flip"), X)

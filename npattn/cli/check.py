@@ -152,7 +152,27 @@ def _wait_group_gone(pgid: int | None, seconds: float = 0.2) -> None:
             os.killpg(pgid, 0)
         except (ProcessLookupError, PermissionError):
             return
+        if not _running_in(pgid):  # only zombies left (the watchdog, orphaned until init reaps it)
+            return
         time.sleep(0.01)
+
+
+def _running_in(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` other than a zombie is left (True where /proc cannot tell):
+    a killed process stays in its group as a zombie until reaped, which took the whole wait."""
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return True
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _forward_verdict(

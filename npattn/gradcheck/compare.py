@@ -162,9 +162,10 @@ def _compare(
     if noise is not None and numerical.size and atol + rtol * scale >= scale:  # a missing gradient would pass
         found = _sharpest(target, loss, numerical, eps, noise, atol, rtol, directions, 1.0)
         resolved = found[3]
-        if resolved:
+        best_scale = float(np.max(np.abs(found[0])))
+        if resolved or found[1] + rtol * best_scale < 2 * best_scale:  # unresolved, a sign flip still fails there
             numerical, atol, step = found[:3]
-            scale = float(np.max(np.abs(numerical)))
+            scale = best_scale
     elif noise is not None and numerical.size and atol + rtol * scale >= DETECTS * scale:
         # a sign flip fails but 0.01% would pass: the atol of what the differences can tell (h against 2h)
         numerical, atol, step, _ = _sharpest(target, loss, numerical, eps, noise, atol, rtol, directions, DETECTS)

@@ -143,7 +143,8 @@ class GradcheckReport:
             if not c.resolved:
                 lines.append(
                     f"note: {c.name}'s numerical gradient (largest {c.scale:.3g}) is below the finite differences' "
-                    f"noise at every step up to {self.eps * 1e4:g}: only |analytical| <= {c.allowed:.2g} is checked, "
+                    f"noise at every step up to {self.eps * 1e4:g}: only |analytical - numerical| <= {c.allowed:.2g} "
+                    "is checked, "
                     f"so a missing or wrong-signed gradient may pass; check {c.name} where the loss is not "
                     "dominated by larger outputs"
                 )

@@ -348,10 +348,7 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
         d = as_array(d, "d_context_vec")
     if d.shape != out_shape:
         raise ShapeError(f"attention_backward: expected a gradient of shape {out_shape} (the output's), got {d.shape}")
-    # a gradient the inputs' dtype cannot hold is refused, as a module refuses it (it gave inf gradients)
-    cast(d, min(dtypes, key=lambda t: np.dtype(t).itemsize), "kernels.attention_backward: d_context_vec")
-    if d.dtype != compute:
-        d = d.astype(compute)
+    d = cast(d, compute, "kernels.attention_backward: d_context_vec")  # refused where it would become inf
     if chosen == "fused":
         grads = fused_backward(d, inner)
     elif chosen == "tiled":
@@ -359,6 +356,9 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
     else:
         grads = F.attention_backward(d, inner)
     d_queries, d_keys, d_values = grads
-    if compute != dtypes[0] or compute != dtypes[1] or compute != dtypes[2]:
-        d_queries, d_keys, d_values = (g.astype(dt, copy=False) for g, dt in zip(grads, dtypes))
+    if compute != dtypes[0] or compute != dtypes[1] or compute != dtypes[2]:  # one its dtype cannot hold: refused
+        names = ("d_queries", "d_keys", "d_values")
+        d_queries, d_keys, d_values = (
+            cast(g, dt, f"kernels.attention_backward: {n}") for g, dt, n in zip(grads, dtypes, names)
+        )
     return d_queries, d_keys, d_values

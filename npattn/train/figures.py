@@ -61,7 +61,8 @@ MARK_BYTES = 1 << 16  # matplotlib names itself near the start (PNG, SVG, EPS, P
 _PNG_SOFTWARE = re.compile(rb"tEXtSoftware\x00Matplotlib version\d")
 _PS_CREATOR = re.compile(rb"(?m)^%%Creator: ?(.*)$")
 _SVG_OWN_METADATA = re.compile(  # the root's first child, as matplotlib writes it: its creator agent's title
-    rb"\A<\?xml[^>]*\?>\s*(?:<!DOCTYPE[^>]*>\s*)?<svg\b[^>]*>\s*<metadata>\s*<rdf:RDF\b[^>]*>\s*<cc:Work>"
+    rb"\A<\?xml[^>]*\?>\s*(?:<!DOCTYPE[^>]*>\s*)?<svg\b[^>]*>\s*(?:<title>[^<]*</title>\s*)?<metadata>\s*"
+    rb"<rdf:RDF\b[^>]*>\s*<cc:Work>"
     rb"(?:(?!</cc:Work>)[\s\S])*?<dc:creator>\s*<cc:Agent>\s*<dc:title>Matplotlib v\d"
 )
 _PDF_LAST_TRAILER = re.compile(rb"trailer\s*<<((?:(?!>>)[\s\S])*)>>\s*startxref\s*\d+\s*%%EOF\s*\Z")

@@ -468,7 +468,6 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
     """Returns (d_queries, d_keys, d_values): the stages of attention_forward in reverse."""
     c_scores, c_mask, c_softmax, c_dropout, c_context, dtypes = cache
     if dtypes is not None:  # the forward ran float16 in float32
-        cast(np.asarray(d_context_vec), np.float16, "attention_backward: d_context_vec")  # refused, not inf grads
         d_context_vec = d_context_vec.astype(np.promote_types(d_context_vec.dtype, np.float32))
     d_attn_weights, d_values = context_backward(d_context_vec, c_context)
     if c_dropout is not None:
@@ -477,6 +476,9 @@ def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndar
     if c_mask is not None:
         (d_attn_scores,) = mask_backward(d_attn_scores, c_mask)
     d_queries, d_keys = scores_backward(d_attn_scores, c_scores)
-    if dtypes is not None:
-        d_queries, d_keys, d_values = (d.astype(t) for d, t in zip((d_queries, d_keys, d_values), dtypes))
+    if dtypes is not None:  # a gradient float16 cannot hold is refused, not turned into inf
+        names = ("d_queries", "d_keys", "d_values")
+        d_queries, d_keys, d_values = (
+            cast(d, t, f"attention_backward: {n}") for d, t, n in zip((d_queries, d_keys, d_values), dtypes, names)
+        )
     return d_queries, d_keys, d_values
