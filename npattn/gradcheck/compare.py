@@ -3,7 +3,7 @@ steps and tolerances a small gradient needs (see ``npattn.gradcheck``'s docstrin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import numpy as np
 
@@ -41,32 +41,6 @@ STEPS = (1.0, 100.0, 10000.0)
 """The steps a small gradient is tried at, as multiples of eps (see ``_sharpest``)."""
 
 
-def _steps(
-    target: np.ndarray,
-    loss: Callable[[], float],
-    numerical: np.ndarray,
-    eps: float,
-    noise: float,
-    at_eps: float,
-    directions: np.ndarray | None,
-) -> Iterator[tuple[np.ndarray, float, float]]:
-    """For each step h of ``STEPS`` in turn: (the differences at h, the atol they support, h). That
-    atol is the differences' error measured at step h against step 2h (ten times it), and at least
-    the rounding noise at h (``noise`` at eps, times eps / h). A larger step must agree with eps's
-    differences within ``at_eps`` (eps's atol): a staircase, flat at eps, is not averaged into a
-    slope; the steps end there, or where the forward is not finite."""
-    for factor in STEPS:
-        h = eps * factor
-        try:
-            at_h = numerical if factor == 1.0 else _numerical(target, loss, h, directions)
-            at_2h = _numerical(target, loss, 2 * h, directions)
-        except ConfigError:  # the forward is not finite that far from the point
-            return
-        if float(np.max(np.abs(at_h - numerical))) > at_eps:
-            return  # the larger step sees another slope than eps does (a staircase averaged out)
-        yield at_h, max(noise / factor, 10 * float(np.max(np.abs(at_h - at_2h)))), h
-
-
 def _sharpest(
     target: np.ndarray,
     loss: Callable[[], float],
@@ -76,28 +50,31 @@ def _sharpest(
     at_eps: float,
     rtol: float,
     directions: np.ndarray | None,
-    goal: float,
-) -> tuple[np.ndarray, float, float, bool]:
-    """The step of ``_steps`` with the smallest atol (eps's ``at_eps`` unless a step does better),
-    stopping at the first whose atol fails a gradient x 1.0001: (numerical, atol, h, whether a
-    gradient off by ``goal`` of its size fails there). ``goal`` 1: a missing gradient (and so a sign
-    flip), for a gradient so small that the default atol would pass it missing (False: it is zero
-    within the noise, the steps disagree, or the forward is not finite at the larger steps; with a
-    sign flip as the goal, a missing gradient passed where the atol lay between its size and twice
-    it); ``goal`` DETECTS:
-    x 1.0001, for a gradient a few times eps's rounding noise. W_query's gradient behind a saturated
-    softmax, 6e-8, passed x 1.1 at eps (its atol was that noise, 1e-8; at 100 eps the differences
-    agree to 1e-10), and a gradient below atol passed x 1.01 once a sign flip failed (the search
-    stopped there)."""
+) -> tuple[np.ndarray, float, float]:
+    """(numerical, atol, h) at the step h of ``STEPS`` whose atol is the smallest (eps's ``at_eps``
+    unless a step does better), stopping at the first whose atol fails a gradient x 1.0001. A step's
+    atol is the differences' error measured at h against 2h (ten times it), and at least the rounding
+    noise at h (``noise`` at eps, times eps / h). A larger step must agree with eps's differences
+    within ``at_eps``: a staircase, flat at eps, is not averaged into a slope; the steps end there,
+    or where the forward is not finite. W_query's gradient behind a saturated softmax, 6e-8, passed
+    x 1.1 at eps (its atol was that noise, 1e-8; at 100 eps the differences agree to 1e-10)."""
     best = (numerical, at_eps, eps)
-    for at_h, atol, h in _steps(target, loss, numerical, eps, noise, at_eps, directions):
+    for factor in STEPS:
+        h = eps * factor
+        try:
+            at_h = numerical if factor == 1.0 else _numerical(target, loss, h, directions)
+            at_2h = _numerical(target, loss, 2 * h, directions)
+        except ConfigError:  # the forward is not finite that far from the point
+            break
+        if float(np.max(np.abs(at_h - numerical))) > at_eps:
+            break  # the larger step sees another slope than eps does (a staircase averaged out)
+        atol = max(noise / factor, 10 * float(np.max(np.abs(at_h - at_2h))))
         if atol < best[1]:
             best = (at_h, atol, h)
         scale = float(np.max(np.abs(best[0])))
         if best[1] + rtol * scale < DETECTS * scale:
             break
-    scale = float(np.max(np.abs(best[0])))
-    return (*best, best[1] + rtol * scale < goal * scale)
+    return best
 
 
 def _refuse_truncation(
@@ -159,17 +136,15 @@ def _compare(
     numerical = _numerical(target, loss, eps, directions)
     scale = float(np.max(np.abs(numerical))) if numerical.size else 0.0
     step, resolved = eps, True
-    if noise is not None and numerical.size and atol + rtol * scale >= scale:  # a missing gradient would pass
-        found = _sharpest(target, loss, numerical, eps, noise, atol, rtol, directions, 1.0)
-        resolved = found[3]
-        best_scale = float(np.max(np.abs(found[0])))
-        if resolved or found[1] + rtol * best_scale < 2 * best_scale:  # unresolved, a sign flip still fails there
-            numerical, atol, step = found[:3]
-            scale = best_scale
-    elif noise is not None and numerical.size and atol + rtol * scale >= DETECTS * scale:
-        # a sign flip fails but 0.01% would pass: the atol of what the differences can tell (h against 2h)
-        numerical, atol, step, _ = _sharpest(target, loss, numerical, eps, noise, atol, rtol, directions, DETECTS)
-        scale = float(np.max(np.abs(numerical)))
+    if noise is not None and numerical.size and atol + rtol * scale >= DETECTS * scale:  # x 1.0001 passes at eps
+        found, at_found, step_found = _sharpest(target, loss, numerical, eps, noise, atol, rtol, directions)
+        found_scale = float(np.max(np.abs(found)))
+        if atol + rtol * scale >= scale:  # a missing gradient passes at eps: resolved where it fails
+            resolved = at_found + rtol * found_scale < found_scale
+        # the sharpest step, also unresolved where a sign flip fails there (a goal of "missing" alone let a
+        # flipped tiny gradient pass; a sign flip as the goal let a missing one count as resolved)
+        if resolved or at_found + rtol * found_scale < 2 * found_scale:
+            numerical, atol, step, scale = found, at_found, step_found, found_scale
     allowed = atol + rtol * scale
     if numerical.size and step == eps and float(np.max(np.abs(numerical - analytic))) > allowed:
         _refuse_truncation(name, target, loss, eps, numerical, analytic, directions)
