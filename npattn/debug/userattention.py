@@ -166,24 +166,25 @@ def _tensor_if_refused(forward: Callable[[Any], Any]) -> Callable[[np.ndarray], 
     """A class of one's own holding torch weights: run on the NumPy array, as any class, and where
     that raises, on a torch tensor (its layers take tensors: ``self.W_query(x)``); the first call's
     choice holds for the calls after it."""
-    tensor: list[bool] = []
+    takes: dict[str, bool] = {}  # "tensor": what the first call settled
 
     def run(x: np.ndarray) -> Any:
         import torch
 
-        if not tensor:
+        tensor = torch.from_numpy(np.ascontiguousarray(x))
+        if "tensor" in takes:
+            return forward(tensor if takes["tensor"] else np.array(x))
+        try:
+            out = forward(np.array(x))
+        except Exception as numpy_refused:
             try:
-                out = forward(np.array(x))
-            except Exception as numpy_refused:
-                try:
-                    out = forward(torch.from_numpy(np.ascontiguousarray(x)))
-                except Exception:
-                    raise numpy_refused from None
-                tensor.append(True)
-                return out
-            tensor.append(False)
+                out = forward(tensor)
+            except Exception:
+                raise numpy_refused from None
+            takes["tensor"] = True
             return out
-        return forward(torch.from_numpy(np.ascontiguousarray(x)) if tensor[0] else x)
+        takes["tensor"] = False
+        return out
 
     return run
 

@@ -25,6 +25,7 @@ import numpy as np
 from npattn._checks import from_tensor
 from npattn.debug.backcheck import BackwardCheck, check_backward, describe_exception, recover_keep
 from npattn.debug.backward import GRAD_NAMES, attention_reference
+from npattn.debug.kept_inputs import edited_names
 from npattn.debug.tolerance import matches
 from npattn.errors import ConfigError
 from npattn.nn import Module
@@ -124,7 +125,7 @@ def _refuse_edited(who: str, held: Mapping[str, Any], W: Mapping[str, np.ndarray
     """Raise when a weight ``who`` was given is no longer what it was: a backward that scaled
     W_query in place (through its cache) passed, its gradients right; on a model it changes the
     weights at every backward."""
-    edited = [n for n in WEIGHTS if not np.array_equal(np.asarray(held[n]), W[n], equal_nan=True)]
+    edited = edited_names(held, {n: W[n] for n in WEIGHTS})
     if edited:
         raise ConfigError(
             f"{who} changed the weight(s) {', '.join(edited)} in place: a forward or backward must leave the "

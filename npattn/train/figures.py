@@ -92,9 +92,11 @@ def _written_by_matplotlib(head: bytes, tail: bytes) -> bool:
         if trailer is None or tail.count(b"%%EOF") != 1 or b"/Prev" in trailer.group(1):
             return False
         info = re.search(rb"/Info (\d+) 0 R", trailer.group(1))
-        start = info and tail.rfind(b"\n" + info.group(1) + b" 0 obj")
-        return bool(info and start is not None and start >= 0 and _PDF_MATPLOTLIB_INFO.match(
-            tail, start + len(info.group(1)) + 7))
+        if info is None:
+            return False
+        opening = b"\n" + info.group(1) + b" 0 obj"
+        start = tail.rfind(opening)
+        return start >= 0 and bool(_PDF_MATPLOTLIB_INFO.match(tail, start + len(opening)))
     return False
 
 
