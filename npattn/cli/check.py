@@ -33,10 +33,14 @@ import numpy as np
 
 from npattn.book import book_batch, book_inputs
 from npattn.cli.argtypes import plain_number
-from npattn.debug.backward import attention_reference
-from npattn.debug.diagnose import diagnose
-from npattn.debug.tolerance import matches
-from npattn.debug.usercode import book_weights, check_attention, multihead_weights, second_shape_inputs
+from npattn.debug.diagnose import Diagnosis, diagnose
+from npattn.debug.usercode import (
+    book_weights,
+    check_attention,
+    multihead_diagnosis,
+    multihead_weights,
+    second_shape_inputs,
+)
 from npattn.errors import ConfigError, NpattnError
 from npattn.train.atomic import sigint_held
 
@@ -64,8 +68,8 @@ def parse_timeout(text: Any) -> float:
 
 
 def _child(conn: Connection, spec: str, alive: tuple[int, int] | None, timeout: float) -> None:
-    """Run the check; send ("report", text, passed, forward correct, output, causal, num_heads,
-    (forward correct, output, on a batch) at the second shape or None) or ("error", one line).
+    """Run the check; send ("report", text, exit code, the forward's ``_state``, output, causal, num_heads,
+    (the forward's state, output, on a batch) at the second shape or None) or ("error", one line).
     ``alive``: the pipe whose write end only the parent holds (``_watchdog``)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)  # forked while the parent held Ctrl-C back
     _own_session()
@@ -75,11 +79,11 @@ def _child(conn: Connection, spec: str, alive: tuple[int, int] | None, timeout: 
     try:
         report = check_attention(spec)
         output = _as_sent(report.output)
-        forward_ok = report.diagnosis.correct
+        forward = _state(report.diagnosis)
         second = report.second
-        other = None if second is None else (second.diagnosis.correct, _as_sent(second.output), report.second_batched)
-        result = ("report", str(report) + "\n", report.passed, forward_ok, output, report.causal, report.num_heads,
-                  other)
+        other = None if second is None else (_state(second.diagnosis), _as_sent(second.output), report.second_batched)
+        code = 0 if report.passed else 3 if report.not_judged else 1
+        result = ("report", str(report) + "\n", code, forward, output, report.causal, report.num_heads, other)
     except NpattnError as exc:
         result = ("error", str(exc))
     except SystemExit as exc:
@@ -175,38 +179,48 @@ def _running_in(pgid: int) -> bool:
     return False
 
 
+def _state(diagnosis: Diagnosis) -> str:
+    """A forward's verdict: "correct", "not judged" (a float16 output within float16's own error) or "wrong"."""
+    return "correct" if diagnosis.correct else "not judged" if diagnosis.not_judged else "wrong"
+
+
 def _forward_verdict(
     spec: str,
-    forward_ok: bool,
+    forward: str,
     output: np.ndarray,
     causal: bool,
     num_heads: int | None,
     second: bool = False,
     batched: bool = False,
-) -> bool:
-    """The parent's own check of the child's output against pristine weights (True = correct); at
-    the second shape with ``second`` (on its batch with ``batched``)."""
+) -> None:
+    """The parent's own check of the child's output against pristine weights, which must give the
+    child's verdict ``forward`` (``_state``); at the second shape with ``second`` (on its batch with
+    ``batched``).
+
+    Raises:
+        ConfigError: the verdicts differ (the user's code changed NumPy or npattn while it ran).
+    """
     if second:
         x, W = second_shape_inputs(causal, num_heads, batched)
     else:
         x = book_batch() if causal else book_inputs()
         W = multihead_weights() if num_heads else book_weights()
     if num_heads:  # as usercode's multi-head diagnosis: the output as a whole
-        expected, _ = attention_reference(np.asarray(x, np.float64), W, causal=True, num_heads=num_heads)
-        ours = matches(output, expected)
+        ours = _state(multihead_diagnosis(x, W, output, num_heads))
+    elif output.shape == (*x.shape[:-1], W["W_query"].shape[1]):
+        ours = _state(diagnose(x, W, output, causal=causal, catalogue=()))
     else:
-        ours = output.shape == (*x.shape[:-1], W["W_query"].shape[1])
-        ours = ours and diagnose(x, W, output, causal=causal, catalogue=()).correct
-    if ours != forward_ok:
+        ours = "wrong"
+    if ours != forward:
         raise ConfigError(
-            f"{spec}: the report says its output is {'correct' if forward_ok else 'wrong'}, but the same check "
-            "outside its process says otherwise: the code changed NumPy or npattn while it ran; not certified"
+            f"{spec}: the report says its output is {forward}, but the same check outside its process says it is "
+            f"{ours}: the code changed NumPy or npattn while it ran; not certified"
         )
-    return ours
 
 
 def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: TextIO | None = None) -> int:
-    """``npattn check``: the report on ``out`` (default stdout); 0 correct, 1 wrong.
+    """``npattn check``: the report on ``out`` (default stdout); 0 correct, 1 wrong, 3 not judged (a
+    float16 output within float16 arithmetic's own error).
 
     Raises:
         ConfigError: everything ``run_check`` raises, and the user's code calling sys.exit, raising
@@ -262,12 +276,15 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
             os.close(alive[1])
     if result[0] == "error":
         raise ConfigError(result[1])
-    _, text, passed, forward_ok, output, causal, num_heads, other = result
+    _, text, code, forward, output, causal, num_heads, other = result
     # The forward verdicts are recomputed here; the backward and dropout checks need the user's code.
-    correct = _forward_verdict(spec, forward_ok, output, causal, num_heads) and passed
+    _forward_verdict(spec, forward, output, causal, num_heads)
+    states = {forward}
     if other is not None:
-        other_ok, other_output, batched = other
-        at_second = _forward_verdict(spec, other_ok, other_output, causal, num_heads, second=True, batched=batched)
-        correct = at_second and correct
+        other_forward, other_output, batched = other
+        _forward_verdict(spec, other_forward, other_output, causal, num_heads, second=True, batched=batched)
+        states.add(other_forward)
     print(text, end="", file=out or sys.stdout)
-    return 0 if correct else 1
+    if "wrong" in states or code not in (0, 3):  # never better than this process's own forward verdicts
+        return 1
+    return 3 if "not judged" in states else code

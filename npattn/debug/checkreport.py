@@ -78,6 +78,21 @@ class CheckReport:
         return own and self.second_passed
 
     @property
+    def not_judged(self) -> bool:
+        """Not passed only because a float16 output cannot be judged (``Diagnosis.not_judged``), at the
+        book's shape or the second shape; every other check passed."""
+        if self.passed or self.second_error:
+            return False
+        second = self.second
+        reports = (self,) if second is None else (self, second)
+        settled = all(r._own_passed() or r._own_not_judged() for r in reports)
+        return settled and any(r._own_not_judged() for r in reports)
+
+    def _own_not_judged(self) -> bool:
+        checks = (self.backward, self.dropout)
+        return bool(self.diagnosis.not_judged) and not self.stale and all(c is None or c.passed for c in checks)
+
+    @property
     def second_passed(self) -> bool:
         """Every check passed at the second shape too (True when it was not run)."""
         return not self.second_error and (self.second is None or self.second.passed)
@@ -86,18 +101,20 @@ class CheckReport:
         if not self.second_shape:
             return []
         head = f"another shape: {self.second_shape} (random x and weights)"
+        if self.not_judged and self.second is not None and self.second._own_not_judged():
+            return ["", f"{head}: NOT JUDGED (a float16 output, within float16 arithmetic's own error here)"]
         if self.second_passed:
             assert self.second is not None
             checked = "the forward and the backward" if self.second.backward is not None else "the forward"
             note = ["  " + self.second_note] if self.second_note else []
             return ["", f"{head}: PASSED ({checked} right here too)", *note]
-        if not self._own_passed():  # wrong at the book's shape already: the details are above
+        if not self._own_passed() and not self._own_not_judged():  # wrong at the book's shape already: see above
             return ["", f"{head}: FAILED too"]
-        hint = (
+        hint = " (the book's shape was not judged: a float16 output)" if self._own_not_judged() else (
             " at this shape only (the book's shape passed): does the code hard-code a size (sqrt(2) for "
             "d_out=2, six tokens, d_in=3), or fail when it runs a second time?"
         )
-        if self.second_batched:
+        if self.second_batched and not self._own_not_judged():
             hint = (
                 " on a batch (one sequence at the book's shape passed): is an axis counted from the front "
                 "(softmax dim=1, .T) where a batch adds one? Count from the end (dim=-1, transpose(-2, -1)); "
@@ -175,7 +192,14 @@ class CheckReport:
     __repr__ = __str__
 
     def verdict(self) -> str:
-        """One line: PASSED or FAILED, and which of forward and backward is right (every section counts)."""
+        """One line: PASSED, FAILED or NOT JUDGED (a float16 output), and which of forward and backward
+        is right (every section counts)."""
+        if self.not_judged:
+            backward = "no backward to check" if self.backward is None else "the backward is right"
+            return (
+                f"NOT JUDGED: the forward returned float16, which errs here by more than the check can tell from "
+                f"a mistake ({backward}); compute and return float32 or float64 to have it judged"
+            )
         if self._own_passed() and not self.second_passed:
             return f"FAILED: right at the book's shape, wrong at {self.second_shape} (see 'another shape')"
         if self.diagnosis.correct and not self.forward_right:

@@ -23,10 +23,12 @@ from npattn import _html
 from npattn._checks import as_array, check_bool
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.tolerance import (
+    FLOAT16_ROUNDING,
     FORWARD_RTOL,
     allowed_error,
     check_tolerances,
     column_allowed,
+    column_largest,
     forward_rtol,
     rounding_allowance,
 )
@@ -34,6 +36,7 @@ from npattn.debug.weights import all_float64, check_single_head, check_weights_a
 from npattn.nn import functional as F
 
 __all__ = ["CATALOGUE", "Diagnosis", "Mistake", "Symptom", "attention_variant", "diagnose"]
+__all__ += ["FLOAT16_NOISE", "float16_noise", "not_judged_reason"]
 
 
 def _T(a: np.ndarray) -> np.ndarray:
@@ -93,6 +96,50 @@ def attention_variant(
         attn_weights = _T(attn_weights)
     context_vec, _ = F.context_forward(attn_weights, {"values": values, "keys": keys, "x": x}[context])
     return context_vec
+
+
+FLOAT16_NOISE = 4.0
+"""A float16 output within this many times float16's own error on the input (``float16_noise``) is
+not judged: right and wrong code cannot be told apart there in float16."""
+
+
+def float16_noise(
+    x64: np.ndarray,
+    weights: Sequence[np.ndarray],
+    biases: Sequence[Any],
+    reference: np.ndarray,
+    *,
+    causal: bool = False,
+    num_heads: int = 1,
+) -> np.ndarray:
+    """What a correct forward computed in float16 may be off by, per output column (d_out,):
+    ``FLOAT16_NOISE`` times the larger of npattn's own float16 forward's error on this input (x, the
+    weights (d_in, d_out) and biases (d_out,) rounded to float16; heads side by side in d_out) and
+    float16's rounding (``FLOAT16_ROUNDING`` of the column's largest reference value). Code that
+    computes in float16 throughout (torch's ``.half()``) errs by 1 to 3 times npattn's own error."""
+    def half(a: Any) -> np.ndarray:
+        return np.asarray(a, dtype=np.float64).astype(np.float16)
+
+    d_out = weights[0].shape[1]
+    heads = [slice(i * d_out // num_heads, (i + 1) * d_out // num_heads) for i in range(num_heads)]
+    with np.errstate(all="ignore"):
+        out16 = np.concatenate(
+            [attention_variant(half(x64), *(half(W[:, c]) for W in weights), causal=causal,
+                               biases=[half(b)[c] for b in biases]) for c in heads],
+            axis=-1,
+        )  # fmt: skip
+        error = column_largest(out16.astype(np.float64) - reference)
+    return FLOAT16_NOISE * np.maximum(error, FLOAT16_ROUNDING * column_largest(reference))
+
+
+def not_judged_reason(noise: np.ndarray) -> str:
+    """What a NOT JUDGED float16 verdict says (``noise``: ``float16_noise`` of the output's columns)."""
+    return (
+        "a float16 output, off by more than float16's rounding (0.05% of a column's largest value) but by no "
+        f"more than float16 arithmetic itself may be on this input (up to {float(np.max(noise, initial=0.0)):.2g}, "
+        f"{FLOAT16_NOISE:g} times npattn's own float16 forward's error): right and wrong code cannot be told "
+        "apart there (a mistake of 0.1% hides in it); compute and return float32 or float64 to have it judged"
+    )
 
 
 @dataclass(frozen=True)
@@ -160,6 +207,8 @@ class Diagnosis:
     """What ``diagnose`` found. ``matches`` lists the catalogued mistakes that reproduce the output.
 
     ``correct`` is True when the output equals the reference; ``matches`` is then empty.
+    ``not_judged`` (``correct`` False) says why a float16 output is neither right nor wrong: off by
+    more than float16's rounding, but within what float16 arithmetic itself errs on this input.
     ``symptoms`` holds catalogue-free findings (``shape_mismatch``, ``non_finite``,
     ``outside_value_range``); ``indistinguishable`` the mistakes that give the correct answer on
     this input (so this input cannot rule them out, e.g. scale_not_sqrt when d_out = 1).
@@ -177,6 +226,7 @@ class Diagnosis:
     tolerance: tuple[float, float] = (0.0, FORWARD_RTOL)
     candidates: tuple[str, ...] = field(default=())
     label: str = ""  # the kind of attention, when not (causal) self-attention
+    not_judged: str = ""  # why a float16 output is neither passed nor failed (``not_judged_reason``)
 
     @property
     def identifiers(self) -> tuple[str, ...]:
@@ -197,6 +247,9 @@ class Diagnosis:
         lines = [f"diagnosis ({kind}, reference recomputed from x and the three weight matrices):"]
         if self.correct:
             lines.append(f"  correct: the output equals the reference (max |diff| {self.max_abs_diff:.1e})")
+        elif self.not_judged:
+            lines.append(f"  NOT JUDGED: max |output - reference| = {self.max_abs_diff:.4g}: {self.not_judged}")
+            return "\n".join(lines)
         elif self.max_abs_diff is not None:
             lines.append(f"  WRONG: max |output - reference| = {self.max_abs_diff:.4g}")
         else:
@@ -220,7 +273,7 @@ class Diagnosis:
     def _repr_html_(self) -> str:
         rows = [[m, "WRONG", self.explain(m)] for m in self.matches]
         rows += [[s.identifier, "WRONG", s.message] for s in self.symptoms]
-        verdict = "ok" if self.correct else "WRONG"
+        verdict = "ok" if self.correct else "NOT JUDGED" if self.not_judged else "WRONG"
         diff = "-" if self.max_abs_diff is None else f"{self.max_abs_diff:.3e}"
         parts = [_html.table(["output", "max |output - reference|"], [[verdict, diff]], caption="diagnosis")]
         if rows:
@@ -287,6 +340,8 @@ def diagnose(
     Returns:
         Diagnosis; ``matches`` lists every mistake that reproduces the output (several when they
         coincide on this input), empty when the output is correct or no known mistake matches.
+        A float16 output (atol unset) off by more than float16's rounding but within
+        ``float16_noise`` is neither: ``correct`` False, ``not_judged`` saying why.
 
     Raises:
         ConfigError: a weight is missing, or x or a weight holds NaN or inf; atol or rtol negative
@@ -337,10 +392,16 @@ def diagnose(
                 indistinguishable.append(mistake.identifier)
             elif not correct and _close(out, wrong, atol, rtol, rounding):
                 matches.append(mistake.identifier)
+    not_judged = ""
+    if not correct and raw.dtype == np.float16 and atol is None and not matches and not symptoms:
+        noise = float16_noise(x64, (Wq, Wk, Wv), biases, expected, causal=causal)
+        if _close(out, expected, 0.0, 0.0, noise):  # within float16's own error: neither right nor wrong
+            rounding, not_judged = noise, not_judged_reason(noise)
     if not correct:
         outside = _outside_value_range(out, values, column_allowed(values, atol, rtol, rounding))
         if outside is not None:
             symptoms.append(outside)
+            not_judged = ""
     return Diagnosis(
         correct=correct,
         matches=tuple(matches),
@@ -353,4 +414,5 @@ def diagnose(
         causal=causal,
         tolerance=(atol or 0.0, rtol),
         candidates=tuple(m.identifier for m in candidates),
+        not_judged=not_judged,
     )

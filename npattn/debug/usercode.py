@@ -38,7 +38,7 @@ from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.debug.backcheck import check_backward
 from npattn.debug.backvariant import attention_reference
 from npattn.debug.checkreport import CheckReport, second_input_problem
-from npattn.debug.diagnose import Diagnosis, Symptom, diagnose
+from npattn.debug.diagnose import Diagnosis, Symptom, diagnose, float16_noise, not_judged_reason
 from npattn.debug.formulas import WEIGHT_NAMES
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.rows import RowCheck, check_rows
@@ -64,6 +64,7 @@ __all__ = [
     "book_weights",
     "check_attention",
     "load_attention",
+    "multihead_diagnosis",
     "multihead_weights",
     "run_check",
     "second_shape_inputs",
@@ -215,7 +216,7 @@ def _check(
     skipped = ""
     if user.num_heads:
         skipped = "single-token check: skipped for multi-head attention (the output is compared as a whole below)"
-        diagnosis = _multihead_diagnosis(x, W, output, user.num_heads, shape_check)
+        diagnosis = multihead_diagnosis(x, W, output, user.num_heads, shape_check)
     elif output.shape == (*x.shape[:-1], d_out):
         row_check = check_rows(x, W, output, causal=causal, tokens=BOOK_TOKENS if n == len(BOOK_TOKENS) else None)
     else:
@@ -229,7 +230,8 @@ def _check(
     if output.dtype.kind == "f" and output.dtype.itemsize < 4:  # a float16 output: about 3 digits
         half = (
             f"note: {user.name} returned {output.dtype} (about 3 significant digits): the check allows float16's "
-            "rounding (0.05% of each column's largest value) and can judge no finer; return float32 or float64"
+            "rounding (0.05% of each column's largest value); beyond it, within what float16 arithmetic itself "
+            "errs on the input, the output is NOT JUDGED (exit code 3); return float32 or float64 to have it judged"
         )
         report.note = f"{report.note}\n{half}" if report.note else half
     if report.diagnosis.correct and set(W) == set(WEIGHT_NAMES):
@@ -256,11 +258,19 @@ def _check(
     return report
 
 
-def _multihead_diagnosis(
-    x: np.ndarray, W: Mapping[str, np.ndarray], output: np.ndarray, num_heads: int, shape_check: ShapeCheck
-) -> Diagnosis:
-    """The output against npattn's multi-head causal attention (no catalogue of forward mistakes)."""
+def multihead_diagnosis(
+    x: np.ndarray, W: Mapping[str, np.ndarray], output: np.ndarray, num_heads: int,
+    shape_check: ShapeCheck | None = None,
+) -> Diagnosis:  # fmt: skip
+    """The output (b, n, d_out) against npattn's multi-head causal attention (no catalogue of forward
+    mistakes) of x (b, n, d_in) with the weights (d_in, d_out); ``shape_check`` of the output (default:
+    made here)."""
     x64 = np.asarray(x, dtype=np.float64)
+    if shape_check is None:
+        n, d_in = x64.shape[-2:]
+        prediction = predict_shapes(n, d_in, np.shape(W["W_query"])[1], batch=x64.shape[0], num_heads=num_heads,
+                                    kind="multihead")
+        shape_check = check_shapes(prediction, output)
     expected, _ = attention_reference(x64, {n: np.asarray(w, np.float64) for n, w in W.items()}, causal=True,
                                       num_heads=num_heads)
     out = np.asarray(output, dtype=np.float64)
@@ -273,19 +283,25 @@ def _multihead_diagnosis(
             max_diff = float(np.nanmax(np.where(np.isfinite(out), np.abs(out - expected), np.inf)))
     if not np.all(np.isfinite(out)):
         symptoms.append(Symptom("non_finite", "the output holds NaN or inf"))
-    correct = matches(out, expected)
+    correct = matches(output, expected)
+    not_judged = ""
+    if not correct and np.asarray(output).dtype == np.float16 and not symptoms:
+        Ws = [np.asarray(W[n], np.float64) for n in WEIGHT_NAMES]
+        noise = float16_noise(x64, Ws, [np.zeros(Ws[0].shape[1])] * 3, expected, causal=True, num_heads=num_heads)
+        not_judged = not_judged_reason(noise) if np.all(np.abs(out - expected) <= noise) else ""
     return Diagnosis(
         correct, (), tuple(symptoms), (), max_diff, expected, out, shape_check, True,
-        label=f"multi-head causal attention, {num_heads} heads, no output projection",
+        label=f"multi-head causal attention, {num_heads} heads, no output projection", not_judged=not_judged,
     )
 
 
 def run_check(spec: str, *, out: TextIO | None = None) -> int:
-    """``npattn check FILE.py:NAME``: print the report; returns 0 when correct, 1 when wrong.
+    """``npattn check FILE.py:NAME``: print the report; returns 0 when correct, 1 when wrong, 3 when
+    not judged (a float16 output within float16 arithmetic's own error).
 
     Raises:
         ConfigError: see ``load_attention`` and ``check_attention`` (the CLI prints it, exit 2).
     """
     report = check_attention(spec)
     print(report, file=out or sys.stdout)
-    return 0 if report else 1
+    return 0 if report else 3 if report.not_judged else 1
