@@ -185,8 +185,10 @@ def _not_a_folder(path: str) -> str:
     return "is not a folder" if os.path.exists(path) else "does not exist"
 
 
-def check_target(path: Any, what: str = "checkpoint") -> str:
-    """The file that saving to ``path`` will replace (symlinks followed), checked before writing.
+def check_target(path: Any, what: str = "checkpoint", own: bool = False) -> str:
+    """The file that saving to ``path`` will replace (symlinks followed), checked before writing;
+    ``own``: the file is the caller's own last write, as it left it, replaced even when read-only
+    (``SaveGuard.holds_own_write``).
 
     Raises:
         CheckpointError: the path is a directory, a device, a FIFO or a socket (or a link to one),
@@ -212,7 +214,7 @@ def check_target(path: Any, what: str = "checkpoint") -> str:
             "open files and settings, such as standard output, live there); name the file by a path outside /proc"
         )
     st = _existing_file(real, text, what)
-    if st is not None:
+    if st is not None and not own:
         if not os.access(real, os.W_OK) or not _writable_bits(st.st_mode):
             raise CheckpointError(f"cannot write {what} {text!r}: {_why_unwritable(real, st.st_mode)}")
     folder = os.path.dirname(real)
@@ -248,8 +250,9 @@ def _temp_file(real: str) -> tuple[int, str]:
     return tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)[:32]}.", suffix=".tmp")
 
 
-def check_checkpoint_target(path: Any) -> tuple[str, bool]:
-    """``check_target`` for a checkpoint, and its format: (the file replaced, True for safetensors).
+def check_checkpoint_target(path: Any, own: bool = False) -> tuple[str, bool]:
+    """``check_target`` for a checkpoint (``own`` as there), and its format: (the file replaced, True
+    for safetensors).
     ``load`` reads the format from the name it is given, so a symlink whose name and target
     disagree (``a.safetensors`` -> ``a.npz``) is refused: one name would read back the other format.
 
@@ -257,7 +260,7 @@ def check_checkpoint_target(path: Any) -> tuple[str, bool]:
         CheckpointError: as ``check_target``, or such a symlink (naming both names).
     """
     text = as_path(path)
-    real = check_target(text)
+    real = check_target(text, own=own)
     safetensors = text.lower().endswith(".safetensors")
     if real.lower().endswith(".safetensors") != safetensors:
         raise CheckpointError(
@@ -356,7 +359,7 @@ def atomic_write(
             says why; the previous file is untouched and no temporary file is left).
     """
     text = as_path(path, f"{what} path")
-    real = check_target(text, what)
+    real = check_target(text, what, own=guard is not None and guard.holds_own_write())
     folder = os.path.dirname(real)
     old = _existing_file(real, text, what)  # again: the target may have changed since check_target
     tmp = None

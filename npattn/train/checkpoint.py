@@ -168,7 +168,7 @@ def _save(
     own: Mapping[str, Any] | None = None,
     guard: SaveGuard | None = None,
 ) -> os.stat_result:
-    _, safetensors = check_checkpoint_target(path)
+    _, safetensors = check_checkpoint_target(path, own=guard is not None and guard.holds_own_write())
     state, meta = _state_and_meta(obj, metadata, own)
     if safetensors:
         from npattn.train.safetensors_io import safetensors_bytes

@@ -32,6 +32,7 @@ class SaveGuard:
         self.path = as_path(path, f"{what} path")
         self.what = what
         self.step: int | None = None  # the step of the run's last write, set by the run
+        self.written_mode: int | None = None  # the mode of the run's last write
         try:
             self.state = self._now()
         except OSError:
@@ -82,8 +83,19 @@ class SaveGuard:
             return "the file it last saw there, modified (its size or time changed)"
         return "another file"
 
+    def holds_own_write(self) -> bool:
+        """The path holds the run's last write as the run left it, its mode too: a file the run may
+        replace though no one may write it (the umask made it read-only, as ``umask 0222`` does)."""
+        try:
+            now = self._now()
+            mode = os.stat(self.path).st_mode
+        except OSError:
+            return False
+        return self.written_mode is not None and now == self.state and mode == self.written_mode
+
     def wrote(self, written: os.stat_result) -> None:
         """The run's write of ``written`` (its descriptor's stat) is now at the path."""
+        self.written_mode = written.st_mode
         was = self.state
         if was is not None and stat.S_ISLNK(was[0][0]):
             self.state = (was[0], _file_id(written))
