@@ -15,6 +15,7 @@ load.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import stat
@@ -182,7 +183,14 @@ def _not_a_folder(path: str) -> str:
     """Why ``path``, named as a file's folder, is none: "is a file, not a folder", ..."""
     if os.path.isfile(path):
         return "is a file, not a folder"
-    return "is not a folder" if os.path.exists(path) else "does not exist"
+    if os.path.exists(path):
+        return "is not a folder"
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a loop of symbolic links (each leads back to another), not a folder"
+    return "is a symbolic link to a missing folder" if os.path.islink(path) else "does not exist"
 
 
 def check_target(path: Any, what: str = "checkpoint", own: bool = False) -> str:

@@ -348,8 +348,10 @@ def _check_batch_ids(model: Any, input_batch: Any, target_batch: Any, step: int)
             bad = low if low < 0 else high
             raise ConfigError(
                 f"train_lm: step {step}'s {name} batch holds token id {bad}, outside the model's vocabulary "
-                f"[0, {rows}); the weights were not changed by step {step} (they hold the values after step "
-                f"{step - 1}): the loader must give ids of the tokenizer the model was built for"
+                f"[0, {rows}); the weights were not changed by step {step} "
+                + ("(they hold their values before the first step)" if step == 0 else
+                   f"(they hold the values after step {step - 1})")
+                + ": the loader must give ids of the tokenizer the model was built for"
             )
 
 
