@@ -801,6 +801,20 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             "it starts with a UTF-16 byte-order mark: convert it first, e.g. iconv -f utf-16 -t utf-8",
         ),
         (
+            "read_text(path)",
+            "ASCII text in UTF-16 without a byte-order mark (was read, a NUL between every two characters)",
+            in_scratch(lambda: (open("u.txt", "wb").write("every word".encode("utf-16-le")), read_text("u.txt"))),
+            cfg,
+            "as UTF-16LE text without a byte-order mark does: convert it first, e.g. iconv -f utf-16le -t utf-8",
+        ),
+        (
+            "read_text(path)",
+            "UTF-8 text holding a NUL byte (was read)",
+            in_scratch(lambda: (open("u.txt", "wb").write(b"abc\0def"), read_text("u.txt"))),
+            cfg,
+            "it holds NUL bytes (the first at offset 3), which no text file holds",
+        ),
+        (
             "run_lm(given, save=)",
             "the text file itself (was the corpus replaced by the checkpoint)",
             in_scratch(lambda: (_lm_text("t.npz"), _lm_run(given={"text": "t.npz"}, save="t.npz"))),

@@ -70,7 +70,8 @@ def read_text(path: str | os.PathLike[str]) -> str:
 
     Raises:
         ConfigError: the path is missing, not a regular file, unreadable, larger than
-            ``MAX_TEXT_BYTES``, empty or not UTF-8 (the message gives the offset of the first bad byte).
+            ``MAX_TEXT_BYTES``, empty, not UTF-8 (the message gives the offset of the first bad byte) or
+            holding NUL bytes (UTF-16 without a byte-order mark, a binary file).
     """
     try:
         path = check_source(path, "text file")
@@ -92,6 +93,8 @@ def read_text(path: str | os.PathLike[str]) -> str:
             f"{path!r} is not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} is invalid "
             f"({_conversion_hint(data, exc.start)})"
         ) from None
+    if "\0" in text:  # valid UTF-8, but no text file holds NUL: UTF-16 without a byte-order mark, or binary
+        raise ConfigError(f"{path!r} is not UTF-8 text: {_nul_hint(data)}")
     # newlines as the book's open(path, "r", encoding="utf-8").read() gives them: \r\n and \r become \n
     text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
     if not text:
@@ -118,6 +121,22 @@ def _conversion_hint(data: bytes, bad: int) -> str:
     if b"\x00" in data[:4096]:
         return "it holds NUL bytes, as a binary file does, not text in another encoding: the run needs a text file"
     return "convert it first, e.g. iconv -f latin1 -t utf-8"
+
+
+def _nul_hint(data: bytes) -> str:
+    """Why a file that decodes as UTF-8 but holds NUL bytes is refused, and how to convert it."""
+    at = data.index(b"\0")
+    head = data[:4096]
+    for encoding, zeros, chars in (("utf-16le", head[1::2], head[0::2]), ("utf-16be", head[0::2], head[1::2])):
+        if len(head) >= 4 and zeros.count(0) >= 0.9 * len(zeros) and chars.count(0) <= 0.1 * len(chars):  # ASCII
+            return (
+                f"it holds NUL bytes at every other offset (the first at offset {at}), as {encoding.upper()} text "
+                f"without a byte-order mark does: convert it first, e.g. iconv -f {encoding} -t utf-8"
+            )
+    return (
+        f"it holds NUL bytes (the first at offset {at}), which no text file holds: a binary file, or text in "
+        "another encoding (UTF-16 or UTF-32 without a byte-order mark?); the run needs a UTF-8 text file"
+    )
 
 
 _BINARY = (
