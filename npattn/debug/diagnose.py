@@ -36,7 +36,7 @@ from npattn.debug.weights import all_float64, check_single_head, check_weights_a
 from npattn.nn import functional as F
 
 __all__ = ["CATALOGUE", "Diagnosis", "Mistake", "Symptom", "attention_variant", "diagnose"]
-__all__ += ["FLOAT16_NOISE", "float16_noise", "not_judged_reason"]
+__all__ += ["FLOAT16_NOISE", "float16_noise", "not_judged_reason", "within_float16_noise"]
 
 
 def _T(a: np.ndarray) -> np.ndarray:
@@ -130,6 +130,28 @@ def float16_noise(
         )  # fmt: skip
         error = column_largest(out16.astype(np.float64) - reference)
     return FLOAT16_NOISE * np.maximum(error, FLOAT16_ROUNDING * column_largest(reference))
+
+
+def within_float16_noise(
+    x64: np.ndarray,
+    weights: Sequence[np.ndarray],
+    biases: Sequence[Any] | None,
+    output: Any,
+    reference: np.ndarray,
+    *,
+    causal: bool = False,
+    num_heads: int = 1,
+) -> np.ndarray | None:
+    """``float16_noise`` when ``output`` is a float16 array shaped like ``reference``, finite and within
+    it in every column (right and wrong code cannot be told apart there); else None. ``biases``
+    None: none (zeros)."""
+    out = np.asarray(output)
+    if out.dtype != np.float16 or out.shape != reference.shape or not np.all(np.isfinite(out)):
+        return None
+    if biases is None:
+        biases = [np.zeros(weights[0].shape[1])] * 3
+    noise = float16_noise(x64, weights, biases, reference, causal=causal, num_heads=num_heads)
+    return noise if bool(np.all(np.abs(out.astype(np.float64) - reference) <= noise)) else None
 
 
 def not_judged_reason(noise: np.ndarray) -> str:
@@ -249,7 +271,6 @@ class Diagnosis:
             lines.append(f"  correct: the output equals the reference (max |diff| {self.max_abs_diff:.1e})")
         elif self.not_judged:
             lines.append(f"  NOT JUDGED: max |output - reference| = {self.max_abs_diff:.4g}: {self.not_judged}")
-            return "\n".join(lines)
         elif self.max_abs_diff is not None:
             lines.append(f"  WRONG: max |output - reference| = {self.max_abs_diff:.4g}")
         else:
@@ -257,7 +278,7 @@ class Diagnosis:
         if self.matches:
             lines.append("  the output is reproduced exactly by:")
             lines += [f"    {m}: {self.explain(m)}" for m in self.matches]
-        elif not self.correct and self.candidates:
+        elif not self.correct and self.candidates and not self.not_judged:
             lines.append(f"  no catalogued mistake reproduces it ({len(self.candidates)} tried)")
         if self.symptoms:
             lines.append("  symptoms:")
@@ -393,9 +414,9 @@ def diagnose(
             elif not correct and _close(out, wrong, atol, rtol, rounding):
                 matches.append(mistake.identifier)
     not_judged = ""
-    if not correct and raw.dtype == np.float16 and atol is None and not matches and not symptoms:
-        noise = float16_noise(x64, (Wq, Wk, Wv), biases, expected, causal=causal)
-        if _close(out, expected, 0.0, 0.0, noise):  # within float16's own error: neither right nor wrong
+    if not correct and atol is None and not matches and not symptoms:  # float16's own error: neither right nor wrong
+        noise = within_float16_noise(x64, (Wq, Wk, Wv), biases, raw, expected, causal=causal)
+        if noise is not None:
             rounding, not_judged = noise, not_judged_reason(noise)
     if not correct:
         outside = _outside_value_range(out, values, column_allowed(values, atol, rtol, rounding))

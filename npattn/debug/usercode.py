@@ -38,7 +38,7 @@ from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.debug.backcheck import check_backward
 from npattn.debug.backvariant import attention_reference
 from npattn.debug.checkreport import CheckReport, second_input_problem
-from npattn.debug.diagnose import Diagnosis, Symptom, diagnose, float16_noise, not_judged_reason
+from npattn.debug.diagnose import Diagnosis, Symptom, diagnose, not_judged_reason, within_float16_noise
 from npattn.debug.formulas import WEIGHT_NAMES
 from npattn.debug.predict import ShapeCheck, check_shapes, predict_shapes
 from npattn.debug.rows import RowCheck, check_rows
@@ -234,7 +234,7 @@ def _check(
             "errs on the input, the output is NOT JUDGED (exit code 3); return float32 or float64 to have it judged"
         )
         report.note = f"{report.note}\n{half}" if report.note else half
-    if report.diagnosis.correct and set(W) == set(WEIGHT_NAMES):
+    if (report.diagnosis.correct or report.diagnosis.not_judged) and set(W) == set(WEIGHT_NAMES):
         report.stale = second_input_problem(run, user.name, x, W, causal=causal, num_heads=user.num_heads)
     if user.has_backward:
         title = "4. backward: loss = sum(output * G), G random normal (seed 0), float64"
@@ -243,13 +243,19 @@ def _check(
             forward, backward, x, W, name=user.name, title=title, causal=causal, num_heads=user.num_heads
         )
     forward_only = report.diagnosis.correct and not _is_torch(user.obj)  # torch's dropout: not np.random's
+    unjudged = bool(report.diagnosis.not_judged)
+    if causal and user.kind == "class" and with_dropout and unjudged and not _is_torch(user.obj):
+        report.dropout_note = (
+            f"5. dropout: not checked: {user.name}'s output is not judged (float16), so no keep mask can be read "
+            "back from it; return float32 or float64 to have its dropout checked"
+        )
     if causal and user.kind == "class" and with_dropout and _is_torch(user.obj):
         report.dropout_note = (
             f"5. dropout: not checked: {user.name} is a torch class, whose dropout mask comes from torch's random "
             "stream, not np.random (the check reads the keep mask back from np.random's draws); its forward was "
             "checked with dropout=0.0 only"
         )
-    if causal and user.kind == "class" and with_dropout and (user.has_backward or forward_only):
+    if causal and user.kind == "class" and with_dropout and (user.has_backward or forward_only) and not unjudged:
         obj = user._construct(d_in, d_out, dropout=DROPOUT_P)
         neutral_extras(obj, d_out, user.name)
         report.dropout, report.dropout_note = dropout_check(
@@ -285,10 +291,10 @@ def multihead_diagnosis(
         symptoms.append(Symptom("non_finite", "the output holds NaN or inf"))
     correct = matches(output, expected)
     not_judged = ""
-    if not correct and np.asarray(output).dtype == np.float16 and not symptoms:
+    if not correct:
         Ws = [np.asarray(W[n], np.float64) for n in WEIGHT_NAMES]
-        noise = float16_noise(x64, Ws, [np.zeros(Ws[0].shape[1])] * 3, expected, causal=True, num_heads=num_heads)
-        not_judged = not_judged_reason(noise) if np.all(np.abs(out - expected) <= noise) else ""
+        noise = within_float16_noise(x64, Ws, None, output, expected, causal=True, num_heads=num_heads)
+        not_judged = "" if noise is None else not_judged_reason(noise)
     return Diagnosis(
         correct, (), tuple(symptoms), (), max_diff, expected, out, shape_check, True,
         label=f"multi-head causal attention, {num_heads} heads, no output projection", not_judged=not_judged,

@@ -367,6 +367,8 @@ def atomic_write(
             says why; the previous file is untouched and no temporary file is left).
     """
     text = as_path(path, f"{what} path")
+    if guard is not None:
+        guard.check()  # first: a file someone put there since is named as such, read-only or not
     real = check_target(text, what, own=guard is not None and guard.holds_own_write())
     folder = os.path.dirname(real)
     old = _existing_file(real, text, what)  # again: the target may have changed since check_target

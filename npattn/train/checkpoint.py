@@ -168,6 +168,8 @@ def _save(
     own: Mapping[str, Any] | None = None,
     guard: SaveGuard | None = None,
 ) -> os.stat_result:
+    if guard is not None:
+        guard.check()  # first: a file someone put there since is named as such, read-only or not
     _, safetensors = check_checkpoint_target(path, own=guard is not None and guard.holds_own_write())
     state, meta = _state_and_meta(obj, metadata, own)
     if safetensors:

@@ -64,6 +64,65 @@ CODE = textwrap.dedent(
             return (a @ v).transpose(0, 2, 1, 3).reshape(b, n, -1)
 
         __call__ = forward
+
+
+    class Rounded(Heads):  # computed in float64, returned rounded to float16: right to float16's rounding
+        def forward(self, x):
+            b, n, _ = x.shape
+            q, k, v = ((x @ W).reshape(b, n, self.num_heads, -1).transpose(0, 2, 1, 3)
+                       for W in (self.W_query, self.W_key, self.W_value))
+            s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1])
+            s = np.where(np.triu(np.ones((n, n), bool), 1), -np.inf, s)
+            a = np.exp(s - s.max(-1, keepdims=True))
+            a = a / a.sum(-1, keepdims=True)
+            return (a @ v).transpose(0, 2, 1, 3).reshape(b, n, -1).astype(np.float16)
+
+        __call__ = forward
+
+
+    def mixed(x, W_query, W_key, W_value):  # projections and softmax in float32, scores and context in float16
+        h, f = np.float16, np.float32
+        q, k, v = (x.astype(f) @ W.astype(f) for W in (W_query, W_key, W_value))
+        s = (q.astype(h) @ np.swapaxes(k.astype(h), -1, -2)) / h(np.sqrt(k.shape[-1]))
+        s = s.astype(f)
+        a = np.exp(s - s.max(-1, keepdims=True))
+        a = a / a.sum(-1, keepdims=True)
+        return a.astype(h) @ v.astype(h)
+
+
+    class Causal:
+        def __init__(self, d_in, d_out, context_length, dropout, qkv_bias=False):
+            self.p = dropout
+            self.W_query, self.W_key, self.W_value = (np.zeros((d_in, d_out)) for _ in range(3))
+
+        def compute(self, x):
+            h = np.float16
+            x = np.asarray(x).astype(h)
+            q, k, v = (x @ W.astype(h) for W in (self.W_query, self.W_key, self.W_value))
+            n = x.shape[-2]
+            s = q @ np.swapaxes(k, -1, -2) / h(np.sqrt(k.shape[-1]))
+            s = np.where(np.triu(np.ones((n, n), bool), 1), h(-np.inf), s)
+            a = np.exp(s - s.max(-1, keepdims=True))
+            a = a / a.sum(-1, keepdims=True)
+            if self.p:
+                a = a * (np.random.rand(*a.shape) >= self.p) / (1 - self.p)
+            return a @ v
+
+        def forward(self, x):
+            return self.compute(x)
+
+        __call__ = forward
+
+
+    class CachedCausal(Causal):  # keeps its first output: wrong for every later input
+        out = None
+
+        def forward(self, x):
+            if self.out is None:
+                self.out = self.compute(x)
+            return self.out
+
+        __call__ = forward
     """
 )
 
@@ -134,3 +193,17 @@ def test_torchs_own_half_precision_attention_is_not_judged(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert run.returncode == 3 and "torch_half: NOT JUDGED" in run.stdout, run.stdout + run.stderr
+
+
+def test_not_judged_code_is_still_checked_for_a_cached_output_and_says_its_dropout_was_not_checked(code_file, capsys):
+    code, text = _in_process(code_file, "CachedCausal")
+    assert code == 1 and "CachedCausal: FAILED: the forward is wrong (second input: see there)" in text, text
+    code, text = _in_process(code_file, "Causal")
+    assert code == 3 and "5. dropout: not checked" in text and "its dropout not checked" in text, text
+    code, text = _in_process(code_file, "mixed")  # right code in mixed precision: no caching is suspected
+    assert code == 3 and "second input" not in text, text
+
+
+def test_a_multi_head_output_rounded_to_float16_passes_in_the_child_and_the_parent(code_file, capsys):
+    assert main(["check", f"{code_file}:Rounded"]) == 0
+    assert "Rounded: PASSED" in capsys.readouterr().out
