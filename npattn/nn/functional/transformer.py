@@ -179,6 +179,9 @@ def gelu_forward(x: np.ndarray) -> tuple[np.ndarray, tuple]:
         if x.dtype.kind not in "iu":
             raise _not_numbers("gelu_forward", x=x)
         x = x.astype(np.float64)
+    if x.ndim == 0:  # NumPy's arithmetic on a 0-d array gives scalars, which the steps below cannot write into
+        out, (x1, t1) = gelu_forward(x.reshape(1))
+        return out.reshape(()), (x1.reshape(()), t1.reshape(()))
     given = x
     if x.dtype == np.float16:  # computed in float32 and rounded once, as PyTorch's half GELU: in float16
         x = x.astype(np.float32)  # 1 + tanh(u) cancels for negative x (GELU(-4) was 0, not -7.0e-05)
@@ -205,6 +208,9 @@ def gelu_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
     # forward: out = 0.5 * x * (1 + t),  t = tanh(c * (x + 0.044715 * x^3))
     x, t = cache  # float16's x and t in float32 (see the forward)
     _check_grad("gelu_backward", d_out, x.shape)
+    if x.ndim == 0:  # as in the forward: computed on one element
+        (dx,) = gelu_backward(np.reshape(d_out, 1), (x.reshape(1), t.reshape(1)))
+        return (dx.reshape(()),)
     half = x.dtype == np.float32 and d_out.dtype == np.float16  # computed in float32, rounded once to float16
     if half:
         d_out = d_out.astype(np.float32)
