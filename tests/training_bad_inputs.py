@@ -734,7 +734,7 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
         ),
         (
             "load_tokenizer(path)",
-            "a BPE split pattern other than GPT-2's ('' encoded 'hello world' as []; '(a+)+$' hung)",
+            "a BPE split pattern other than npattn's GPT-2-style one ('' encoded 'hello world' as []; '(a+)+$' hung)",
             in_scratch(
                 lambda: (
                     open("t.json", "w").write('{"kind": "bpe", "merges": [], "pattern": ""}'),
@@ -742,7 +742,7 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
                 )
             ),
             cfg,
-            "the split pattern '' is not GPT-2's, the only one npattn writes",
+            "the split pattern '' is not npattn's GPT-2-style pattern (npattn.train.bpe.GPT2_SPLIT)",
         ),
         (
             "load_tokenizer(path)",

@@ -2,7 +2,9 @@
 pattern must cover, the merges learned from a text, and ``BPETokenizer``.
 
 The 256 bytes are the first 256 tokens; the text is split into pieces (words with their leading
-space, numbers, punctuation runs, whitespace) by a regular expression like GPT-2's, and the most
+space, numbers, punctuation runs, whitespace) by GPT-2's regular expression written with Python's
+``re`` classes (``GPT2_SPLIT``: it differs from GPT-2's on numeric characters that are not decimal
+digits, such as ² and ½, which it takes as letters), and the most
 frequent adjacent pair of tokens inside the pieces is merged into a new token until ``vocab_size``
 tokens exist. Ties go to the smallest pair of ids, so training is deterministic. Encoding applies
 the merges in the order they were learned; decoding joins the bytes. Every Python string
@@ -25,8 +27,11 @@ from npattn.train.tokenizer_checks import check_ids, check_text
 __all__ = ["GPT2_SPLIT", "PATTERN_PROBE", "BPETokenizer"]
 
 # GPT-2's pre-tokenizer, 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+,
-# in the standard library's `re`: [^\W\d_] is a letter, (?:[^\s\w]|_) anything that is neither
-# space, letter nor digit. Every character falls in one alternative, so the pieces cover the text.
+# written with the standard library's `re` classes, so GPT-2-style rather than GPT-2's own: [^\W\d_]
+# for a letter also takes the numeric characters that are not decimal digits (Unicode's No and Nl:
+# "x²" is one piece, GPT-2 splits it), \d takes decimal digits only ("12½" is two pieces, one for
+# GPT-2), (?:[^\s\w]|_) is anything that is neither space, letter nor digit. Every character falls in
+# one alternative, so the pieces cover the text and every string round-trips all the same.
 PATTERN_PROBE = "Hello, world! It's 42_x\n\t\r  \u00fc\u03a9 \u4f60\u597d \U0001f642 \x00\x7f\x1b\u00a0\u2028 ... end "
 """Every class of character (letters, digits, punctuation, whitespace, controls, other scripts, emoji)."""
 GPT2_SPLIT = r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""

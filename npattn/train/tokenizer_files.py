@@ -3,9 +3,9 @@ file or the entry inside a language-model checkpoint), ``save_tokenizer`` / ``lo
 write and read the file.
 
 What is read is untrusted: only a regular file of at most ``MAX_TOKENIZER_BYTES`` is read (a FIFO
-or /dev/zero is refused before it is opened), and a BPE description must use GPT-2's split pattern,
-the only one npattn writes: a regular expression from a file could backtrack for days
-(``(a+)+$``) or drop characters.
+or /dev/zero is refused before it is opened), and a BPE description must use npattn's GPT-2-style
+split pattern (``bpe.GPT2_SPLIT``), the only one npattn writes: a regular expression from a file
+could backtrack for days (``(a+)+$``) or drop characters.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def tokenizer_from_dict(state: Any) -> Tokenizer:
 
     Raises:
         ConfigError: not a tokenizer description (unknown kind, missing or malformed fields, a BPE
-            split pattern other than GPT-2's).
+            split pattern other than npattn's GPT-2-style ``GPT2_SPLIT``).
     """
     if not isinstance(state, Mapping):
         json_names = {"list": "a list", "str": "a string", "int": "a number", "float": "a number", "bool": "a boolean"}
@@ -85,8 +85,9 @@ def tokenizer_from_dict(state: Any) -> Tokenizer:
             raise ConfigError("malformed bpe tokenizer description: merges must be a list of pairs of integers")
         if pattern != GPT2_SPLIT:
             raise ConfigError(
-                f"malformed bpe tokenizer description: the split pattern {pattern!r:.60} is not GPT-2's, the only "
-                "one npattn writes (a pattern from a file could take exponential time or drop characters)"
+                f"malformed bpe tokenizer description: the split pattern {pattern!r:.60} is not npattn's GPT-2-style "
+                "pattern (npattn.train.bpe.GPT2_SPLIT), the only one npattn writes (a pattern from a file could "
+                "take exponential time or drop characters)"
             )
         return BPETokenizer([(a, b) for a, b in merges], pattern)
     if state.get("encoding", "gpt2") != "gpt2":

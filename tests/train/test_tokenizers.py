@@ -94,7 +94,7 @@ def test_split_pattern_covers_every_character() -> None:
 def test_a_split_pattern_that_leaves_characters_out_is_refused(tmp_path) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"kind": "bpe", "merges": [], "pattern": ""}))
-    with pytest.raises(ConfigError, match=r"the split pattern '' is not GPT-2's"):
+    with pytest.raises(ConfigError, match=r"the split pattern '' is not npattn's GPT-2-style pattern"):
         TF.load_tokenizer(path)  # it encoded "hello world" as []
     with pytest.raises(ConfigError, match=r"the split pattern '' leaves 'Hello, wor' .* outside its matches"):
         T.BPETokenizer([], "")
@@ -268,7 +268,7 @@ def test_a_tokenizer_file_is_read_as_untrusted_input(tmp_path) -> None:
         TF.load_tokenizer(big)
     hostile = tmp_path / "hostile.json"  # catastrophic backtracking: encode("a" * 40 + "b") took days
     hostile.write_text(json.dumps({"kind": "bpe", "merges": [], "pattern": "(a+)+$|[\\s\\S]"}))
-    with pytest.raises(ConfigError, match=r"the split pattern '\(a\+\)\+\$.*' is not GPT-2's"):
+    with pytest.raises(ConfigError, match=r"the split pattern '\(a\+\)\+\$.*' is not npattn's GPT-2-style pattern"):
         TF.load_tokenizer(hostile)
 
 
