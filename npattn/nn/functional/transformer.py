@@ -127,16 +127,40 @@ def layer_norm_forward(
     half = np.result_type(x, scale, shift) == np.float16
     if x.dtype == np.float16:  # statistics in float32, as torch's layer_norm for half: float16's
         x = x.astype(np.float32)  # var overflows at 65504 and its mean of ~1000 keeps 3 digits
-    mean = x.mean(axis=-1, keepdims=True)
-    norm_x = x - mean  # centred; divided by std in place below
-    var = (norm_x * norm_x).mean(axis=-1, keepdims=True)
-    std = np.sqrt(var + var.dtype.type(eps))  # var's dtype: int x has float64 statistics
-    norm_x /= std
+    with np.errstate(over="ignore"):  # squares past the dtype's largest value: handled below
+        mean = x.mean(axis=-1, keepdims=True)
+        norm_x = x - mean  # centred; divided by std in place below
+        var = (norm_x * norm_x).mean(axis=-1, keepdims=True)
+    if np.all(np.isfinite(var)) or not np.all(np.isfinite(x)):
+        std = np.sqrt(var + var.dtype.type(eps))  # var's dtype: int x has float64 statistics
+        norm_x /= std
+    else:  # finite rows whose squares (or sum) overflow: the same statistics on rows scaled by a power of two
+        norm_x, std = _scaled_layer_norm(x, eps)
     out = scale * norm_x
     out += shift
     if half:
         out = out.astype(np.float16)  # rounded once
     return out, (norm_x, std, scale.copy())  # the cache's own scale: editing it cannot change dx
+
+
+def _scaled_layer_norm(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
+    """(norm_x, std) of finite x (..., d) whose statistics overflow (x ~ 1e160 in float64, 1e20 in
+    float32): each row with max|x| >= 1 is divided by a power of two 2**k near it (exact), so that
+    mean and var are those of x divided by 2**k and 2**2k; norm_x = centred / sqrt(var_s + eps /
+    2**2k) and std = 2**k times that root (inf only where the true std is past the dtype's largest)."""
+    x = x.astype(np.result_type(x, np.float64) if x.dtype.kind in "iu" else x.dtype, copy=False)
+    largest = np.max(np.abs(x), axis=-1, keepdims=True)
+    _, k = np.frexp(largest)
+    k = np.maximum(k, 0)  # rows of small values keep their scale (an inverse 2**2k would overflow)
+    one = x.dtype.type(1)
+    down = np.ldexp(one, -k).astype(x.dtype)  # 2**-k
+    xs = x * down
+    centred = xs - xs.mean(axis=-1, keepdims=True)
+    with np.errstate(under="ignore"):
+        root = np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + x.dtype.type(eps) * down * down)
+    with np.errstate(over="ignore"):
+        std = root * np.ldexp(one, k).astype(x.dtype)
+    return centred / root, std
 
 
 def layer_norm_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
