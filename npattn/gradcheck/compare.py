@@ -77,7 +77,7 @@ def _sharpest(
     return best
 
 
-def _refuse_truncation(
+def _truncation(
     name: str,
     target: np.ndarray,
     loss: Callable[[], float],
@@ -85,22 +85,21 @@ def _refuse_truncation(
     numerical: np.ndarray,
     analytic: np.ndarray,
     directions: np.ndarray | None,
-) -> None:
-    """A failing tensor whose error shrinks at eps / 2 (truncation error falls as eps**2, a wrong
-    backward's error does not) is failed by its differences, not its backward.
-
-    Raises:
-        ConfigError: eps too large, naming the tensor and both errors.
-    """
+) -> str:
+    """Why a failing tensor is failed by its differences, not its backward: its error shrinks at eps / 2
+    (truncation error falls as eps**2, a wrong backward's error does not); "" when it does not.
+    ``_finish`` raises it as a ConfigError when every failing tensor is so (eps is too large), and
+    fails the backward when any is not."""
     half = _numerical(target, loss, eps / 2, directions)
     at_eps = float(np.max(np.abs(numerical - analytic)))
     at_half = float(np.max(np.abs(half - analytic)))
-    if at_half < 0.5 * at_eps:
-        raise ConfigError(
-            f"gradcheck: eps={eps:g} is too large for {name}: its differences are off by {at_eps:.3g} at eps and by "
-            f"{at_half:.3g} at eps / 2 (truncation error, which falls as eps**2), so they, not the backward, are "
-            "wrong; use a smaller eps (the default is 1e-6)"
-        )
+    if at_half >= 0.5 * at_eps:
+        return ""
+    return (
+        f"gradcheck: eps={eps:g} is too large for {name}: its differences are off by {at_eps:.3g} at eps and by "
+        f"{at_half:.3g} at eps / 2 (truncation error, which falls as eps**2), so they, not the backward, are "
+        "wrong; use a smaller eps (the default is 1e-6)"
+    )
 
 
 def _compare(
@@ -146,8 +145,9 @@ def _compare(
         if resolved or at_found + rtol * found_scale < 2 * found_scale:
             numerical, atol, step, scale = found, at_found, step_found, found_scale
     allowed = atol + rtol * scale
+    truncation = ""
     if numerical.size and step == eps and float(np.max(np.abs(numerical - analytic))) > allowed:
-        _refuse_truncation(name, target, loss, eps, numerical, analytic, directions)
+        truncation = _truncation(name, target, loss, eps, numerical, analytic, directions)
     if numerical.size == 0:
         return TensorCheck(name, target.shape, 0.0, 0.0, allowed, (), 0.0, 0.0, fast_mode, scale)
     error = np.abs(numerical - analytic)
@@ -177,6 +177,7 @@ def _compare(
         element_allowed=element,
         element_error=None if element is None else float(error[worst]),
         noise_floor=floor,
+        truncation=truncation,
     )
 
 

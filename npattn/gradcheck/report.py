@@ -35,6 +35,7 @@ class TensorCheck:
     element_allowed: float | None = None  # set when an element is off by more than 0.01% of itself (+ atol):
     element_error: float | None = None  # its allowance and its error (worst_index, numerical, analytical: it)
     noise_floor: float | None = None  # failed at eps: the error the differences themselves may carry
+    truncation: str = ""  # failed at eps by the differences' truncation error (``compare._truncation``)
 
     @property
     def within_noise(self) -> bool:
@@ -233,12 +234,19 @@ def _check_resolvable(report: GradcheckReport) -> None:
 
 
 def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
+    """The report, after refusing one that cannot fail or cannot tell (ConfigError: eps too large when
+    every failing tensor is failed by its truncation error alone; a tensor whose error does not
+    shrink at eps / 2 fails the backward); raises GradcheckError for a failed one with
+    ``raise_exception``."""
+    failing = report.failures
+    if failing and all(c.truncation for c in failing):
+        raise ConfigError(failing[0].truncation)
     _check_can_fail(report)
     _check_resolvable(report)
     if raise_exception and report.accumulates and not report.failures:
         raise GradcheckError(f"{report.accumulates}\n{str(report).removesuffix(chr(10) + report.accumulates)}")
     if raise_exception and not report.passed:
-        c = next((c for c in report.failures if not c.within_noise), report.failures[0])  # above the noise first
+        c = next((c for c in failing if not c.within_noise and not c.truncation), failing[0])  # the backward's first
         where = f"direction {c.worst_index[0]}" if c.directional else f"index {c.worst_index}"
         off = f"max abs error {c.max_abs_error:.3e} > allowed {c.allowed:.3e}"
         if c.element_allowed is not None:
