@@ -402,9 +402,18 @@ def run_train_command(args: Any, out: TextIO) -> int:
         )
     scores = task.evaluate(model)
     print("held-out: " + ", ".join(f"{k} {v:.6g}" for k, v in scores.items()), file=out)
+    _say_saved(args, out)
+    return 0
+
+
+def _say_saved(args: Any, out: TextIO) -> None:
+    """``saved FILE``; a resumed run without ``--save`` says that its steps were not saved (the
+    resumed checkpoint is left as it was)."""
     if args.save:
         print(f"saved {args.save}", file=out)
-    return 0
+    elif args.resume is not None:
+        print(f"not saved: no --save was given ({args.resume} is as it was; resume with --save FILE to keep the "
+              "steps)", file=out)
 
 
 def _is_lm_run(args: Any) -> bool:
@@ -444,8 +453,7 @@ def run_lm_command(args: Any, out: TextIO) -> int:
         f"{history.train_losses[-1]:.3f}, val loss {history.val_losses[0]:.3f} -> {history.val_losses[-1]:.3f}",
         file=out,
     )
-    if args.save:
-        print(f"saved {args.save}", file=out)
+    _say_saved(args, out)
     if args.plot:
         print(f"plotted {args.plot}", file=out)
     return 0
