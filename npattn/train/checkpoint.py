@@ -33,6 +33,7 @@ import numbers
 import os
 import pickletools
 import re
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Mapping
@@ -226,11 +227,22 @@ def _looks_like_pickle(head: bytes) -> bool:
 
 
 def _npy_header(f: Any, name: str, path: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran order, dtype) of a member's .npy header.
+
+    Raises:
+        CheckpointError: not an .npy header npattn writes, or one NumPy's parser fails on in any way (an
+            unbalanced bracket is a ``tokenize.TokenError``, a descr such as ',f4' a ``SyntaxError``).
+    """
     version = np.lib.format.read_magic(f)
-    if version == (1, 0):
-        return np.lib.format.read_array_header_1_0(f)
-    if version == (2, 0):
-        return np.lib.format.read_array_header_2_0(f)
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    if version in readers:
+        try:
+            return readers[version](f)
+        except (ValueError, SyntaxError, tokenize.TokenError, RecursionError, MemoryError, TypeError) as exc:
+            raise CheckpointError(
+                f"{path!r} is truncated, corrupt or not a checkpoint: member {name!r} has a malformed .npy header "
+                f"({type(exc).__name__}: {str(exc)[:200]})"
+            ) from None
     raise CheckpointError(
         f"{path!r}: member {name!r} is an .npy file of version {version}, which npattn does not write"
     )

@@ -268,12 +268,21 @@ def index_sha256(header: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(index, sort_keys=True).encode("utf-8")).hexdigest()
 
 
+def json_problem(exc: BaseException) -> str:
+    """Why JSON text could not be read, in a checkpoint's terms (Python's advice on its limit of
+    4300 digits is for programs, not for a file)."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    if "int_max_str_digits" in str(exc):
+        return "it holds an integer of over 4300 digits, which no checkpoint holds"
+    return str(exc)
+
+
 def parse_header(text: str) -> tuple[dict[str, Any], list[str]]:
     try:
         header = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise CheckpointError(f"the {META_KEY!r} entry is not valid JSON ({reason})") from None
+        raise CheckpointError(f"the {META_KEY!r} entry is not valid JSON ({json_problem(exc)})") from None
     return header, check_header(header)
 
 

@@ -31,6 +31,7 @@ from npattn.train.checkpoint_index import (
     check_meta,
     index_edited,
     index_sha256,
+    json_problem,
     unmasked,
 )
 
@@ -179,8 +180,8 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         raw = json.loads(data[8 : 8 + header_len], object_pairs_hook=_refuse_repeated_names)
     except CheckpointError as exc:
         raise CheckpointError(f"{path!r}: {exc}") from None
-    except ValueError as exc:
-        raise CheckpointError(f"{bad}: its header is not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise CheckpointError(f"{bad}: its header is not JSON ({json_problem(exc)})") from None
     for name, entry in raw.items() if isinstance(raw, dict) else ():
         dtype = entry.get("dtype") if isinstance(entry, dict) and name != "__metadata__" else None
         if isinstance(dtype, str) and dtype not in _HEADER_DTYPES:  # a file save would refuse to write

@@ -1,0 +1,59 @@
+"""Malformed headers NumPy's or JSON's parser fails on in unusual ways are CheckpointErrors: an .npy
+member header with an unbalanced bracket (tokenize.TokenError), a descr such as ',f4' (SyntaxError),
+a .safetensors header nested 100,000 deep (RecursionError), and JSON integers of over 4300 digits
+(Python's advice about sys.set_int_max_str_digits is not repeated)."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+import npattn
+from npattn.errors import CheckpointError
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+
+
+def _edited_npz(edit):
+    npattn.save(npattn.MultiHeadAttention(3, 2, 4, 0.0, 2, qkv_bias=True, rng=7), "good.npz")
+    raw = bytearray(open("good.npz", "rb").read())
+    edit(raw)
+    open("bad.npz", "wb").write(raw)
+    return "bad.npz"
+
+
+def test_an_npy_header_with_an_unbalanced_bracket():
+    def edit(raw):  # the header-length byte of the first member one larger: the header ends inside a bracket
+        raw[raw.index(b"\x93NUMPY") + 8] ^= 0x01
+
+    for reader in (npattn.load, npattn.load_metadata):
+        with pytest.raises(CheckpointError, match=r"malformed \.npy header"):
+            reader(_edited_npz(edit))
+
+
+def test_an_npy_header_whose_descr_is_no_python():
+    def edit(raw):  # '<U...' becomes ',U...' in the first member's header
+        raw[raw.index(b"\x93NUMPY") + 21] ^= 0x10
+
+    with pytest.raises(CheckpointError, match=r"malformed .npy header \(SyntaxError"):
+        npattn.load(_edited_npz(edit))
+
+
+def test_a_deeply_nested_safetensors_header():
+    header = ('{"a":' * 100000 + "1" + "}" * 100000).encode()
+    open("deep.safetensors", "wb").write(struct.pack("<Q", len(header)) + header)
+    for reader in (npattn.load, npattn.load_metadata):
+        with pytest.raises(CheckpointError, match=r"its header is not JSON \(nested too deeply"):
+            reader("deep.safetensors")
+
+
+def test_a_safetensors_header_with_a_huge_integer():
+    header = ('{"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]},"__metadata__":{"x":' + "9" * 5000 + "}}").encode()
+    open("big.safetensors", "wb").write(struct.pack("<Q", len(header)) + header + bytes(8))
+    with pytest.raises(CheckpointError, match="an integer of over 4300 digits") as info:
+        npattn.load("big.safetensors")
+    assert "set_int_max_str_digits" not in str(info.value)
