@@ -89,7 +89,9 @@ def _child(conn: Connection, spec: str, alive: tuple[int, int] | None, timeout: 
     except SystemExit as exc:
         result = ("error", f"{spec} called sys.exit({exc.code!r}); npattn check needs the code to return an output")
     except BaseException as exc:  # KeyboardInterrupt, or anything the report itself could not handle
-        result = ("error", f"{spec} raised {type(exc).__name__}: {exc}")
+        said = f": {exc}" if str(exc) else ""
+        where = " (its code, at import or when run, or a SIGINT it sent)" if isinstance(exc, KeyboardInterrupt) else ""
+        result = ("error", f"{spec} raised {type(exc).__name__}{said}{where}")
     conn.send(result)
     conn.close()
 

@@ -285,19 +285,36 @@ class Module:
         """name -> (owning module, attribute name, the live array) for every state_dict entry."""
         return state_targets(self)
 
-    def state_dict(self) -> OrderedDict[str, np.ndarray]:
+    def state_dict(
+        self, *, destination: Any = None, prefix: str = "", keep_vars: bool = False
+    ) -> OrderedDict[str, np.ndarray]:
         """Name -> copy of every parameter and persistent buffer, in registration order. A tied
-        Parameter's names share one copy, as torch's state dict shares one tensor."""
+        Parameter's names share one copy, as torch's state dict shares one tensor. As torch's:
+        ``prefix`` goes before every name, ``destination`` (a dict) is filled and returned, and
+        ``keep_vars=True`` gives the live arrays themselves (editing them edits the model).
+
+        Raises:
+            ConfigError: ``prefix`` not a str, ``keep_vars`` not a bool, ``destination`` not a dict.
+        """
+        if not isinstance(prefix, str):
+            raise ConfigError(f"state_dict: prefix must be a str, got {type(prefix).__name__}")
+        keep_vars = check_bool(keep_vars, "state_dict: keep_vars")
+        if destination is not None and not isinstance(destination, dict):
+            raise ConfigError(f"state_dict: destination must be a dict, got {type(destination).__name__}")
         copies: dict[int, np.ndarray] = {}
-        state: OrderedDict[str, np.ndarray] = OrderedDict()
+        state: Any = OrderedDict() if destination is None else destination
         for name, (_, _, arr) in self._state_targets().items():
             if id(arr) not in copies:
-                copies[id(arr)] = arr.copy()
-            state[name] = copies[id(arr)]
+                copies[id(arr)] = arr if keep_vars else arr.copy()
+            state[prefix + name] = copies[id(arr)]
         return state
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
-        """Copy values into the existing parameters and buffers, keeping their dtype.
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False
+    ) -> IncompatibleKeys:
+        """Copy values into the existing parameters and buffers, keeping their dtype (torch's
+        ``assign=False``; ``assign=True``, which would make the given arrays the parameters, is a
+        ConfigError).
 
         Everything is checked before anything is copied, so a failed load changes nothing.
 
@@ -307,8 +324,13 @@ class Module:
                 overflow the parameter's dtype (e.g. 1e300 into float32), values other than 0/1
                 for bool buffers, a causal ``mask`` other than the book's and read-only parameter or
                 buffer arrays (all listed at once).
-            ConfigError: ``strict`` not a bool.
+            ConfigError: ``strict`` or ``assign`` not a bool; ``assign=True``.
         """
+        if check_bool(assign, "load_state_dict: assign"):
+            raise ConfigError(
+                "load_state_dict(assign=True) is not supported: npattn copies the values into the existing "
+                "parameters and buffers (assign=False), keeping their dtype and every reference to them"
+            )
         keys = load_state(self, state_dict, strict)
         for module in self.modules():
             object.__setattr__(module, "_cache", _DISCARDED_BY_LOAD)

@@ -405,7 +405,7 @@ def _torch_keywords(map_location: Any, weights_only: Any, mmap: Any) -> None:
     """``torch.load``'s keywords, accepted where they change nothing: arrays always load into CPU
     memory, read from the file (never mapped), and npattn never unpickles (so ``weights_only=True``
     is what it always does)."""
-    if mmap is not None and not (isinstance(mmap, (bool, np.bool_)) and not mmap):
+    if mmap is not None and not (isinstance(mmap, (bool, np.bool_, int, np.integer)) and not mmap):  # False, 0
         raise ConfigError(
             f"mmap={mmap!r:.60} is not supported: npattn reads a checkpoint's arrays into memory, checking them as it "
             "reads them; leave it out or pass False"
