@@ -40,7 +40,8 @@ def test_a_negative_running_mean_of_squares_is_refused(cls, kw, name):
         if key in opt.state[p]:
             opt.state[p][key][...] = -1.0
     before = snapshot(p, opt)
-    with pytest.raises(StateDictError, match=rf"{cls.__name__}\.step: the state '{name}' holds negative values"):
+    said = rf"{cls.__name__}\.step: {cls.__name__} parameter 0 of group 0: the state '{name}' holds negative values"
+    with pytest.raises(StateDictError, match=said):
         opt.step()
     assert_unchanged(p, opt, before)
 

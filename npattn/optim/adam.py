@@ -118,7 +118,7 @@ class Adam(Optimizer):
             except FloatingPointError:
                 name = "max_exp_avg_sq" if group["amsgrad"] else "exp_avg_sq"
                 raise StateDictError(
-                    f"{type(self).__name__}.step: the state {name!r} holds negative values (a running mean of "
+                    f"the state {name!r} holds negative values (a running mean of "
                     "squares is >= 0; was it edited by hand?): its square root would make the weights NaN"
                 ) from None
         denom /= math.sqrt(1 - beta2 ** min(t, 2**1023))

@@ -176,9 +176,14 @@ def check_buffer_shapes(
     for name, value in buffers.items():
         if name == "step":
             continue
-        if not isinstance(value, np.ndarray) or value.shape != shape:
-            got = value.shape if isinstance(value, np.ndarray) else type(value).__name__
-            raise error(f"{name_of(what)}: state {name!r} has shape {got}, the parameter has {shape}")
+        if not isinstance(value, np.ndarray):
+            hint = " (convert a torch tensor with .numpy())" if type(value).__module__.startswith("torch") else ""
+            raise error(
+                f"{name_of(what)}: state {name!r} is a {type(value).__name__}, expected a NumPy array of the "
+                f"parameter's shape {shape}{hint}"
+            )
+        if value.shape != shape:
+            raise error(f"{name_of(what)}: state {name!r} has shape {value.shape}, the parameter has {shape}")
         if value.dtype != dtype and (value.dtype.kind != "f" or dtype.kind != "f"):
             raise error(
                 f"{name_of(what)}: state {name!r} has dtype {value.dtype}, the parameter has {dtype} "

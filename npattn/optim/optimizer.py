@@ -23,6 +23,7 @@ from npattn.optim.checks import (
     check_names,
     check_torch_switches,
     converted_buffers,
+    name_of,
     not_a_parameter,
     refuse_shared_weights,
     saved_group,
@@ -217,10 +218,15 @@ class Optimizer:
                 what = (type(self).__name__, j, i)  # formatted only for an error
                 grad = check_grad(p, what)
                 self._check_buffers(self.state.get(p, {}), p, settings, what, StateDictError)
-                work.append((p, grad, settings))
-        refuse_shared_weights([p for p, _, _ in work], type(self).__name__)
+                work.append((p, grad, settings, what))
+        refuse_shared_weights([p for p, _, _, _ in work], type(self).__name__)
         # Every new value is computed before any is stored, so nothing fails halfway through.
-        updates = [(p, *self._new_values(p, grad, settings)) for p, grad, settings in work]
+        updates = []
+        for p, grad, settings, what in work:
+            try:
+                updates.append((p, *self._new_values(p, grad, settings)))
+            except StateDictError as exc:  # a buffer edited by hand that only the arithmetic shows
+                raise StateDictError(f"{type(self).__name__}.step: {name_of(what)}: {exc}") from None
         for p, data, buffers in updates:
             p.data[...] = data
             self.state.setdefault(p, {}).clear()

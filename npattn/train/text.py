@@ -175,6 +175,9 @@ def split_train_val(text: str, train_ratio: float = 0.9) -> tuple[str, str]:
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]
     ratio = finite_float(value)
+    if (ratio is None and not isinstance(value, (int, float, np.integer, np.floating))) or isinstance(value, bool):
+        got = f"{shown(train_ratio)} (a {type(value).__name__}, not a real number)"
+        raise ConfigError(f"train_ratio must lie in (0, 1), got {got}")
     if ratio is None or not 0 < ratio < 1:
         raise ConfigError(f"train_ratio must lie in (0, 1), got {shown(train_ratio)}")
     split_idx = int(ratio * len(text))

@@ -28,6 +28,9 @@ def check_ids(ids: Any, vocab_size: int) -> list[int]:
     arr = np.asarray(ids)
     if arr.size == 0:
         return []
+    if arr.ndim == 1 and arr.dtype == object and all(type(i) is int for i in arr):  # ints past int64
+        bad = next(i for i in arr if not 0 <= i < vocab_size)
+        raise ConfigError(f"token id {bad} is outside the vocabulary [0, {vocab_size})")
     if arr.ndim != 1 or arr.dtype.kind not in "iu":
         raise ConfigError(
             f"token ids must be a flat sequence of integers, got shape {arr.shape} dtype {arr.dtype} "
