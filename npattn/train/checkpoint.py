@@ -351,6 +351,10 @@ class _Npz:
             )
         if dtype.kind not in "biufU" or (dtype.kind == "U" and name != META_KEY):
             raise CheckpointError(f"{self.path!r}: member {name!r} is not a numeric .npy array (dtype {dtype})")
+        if any(n < 0 for n in shape):
+            raise CheckpointError(
+                f"{self.path!r}: member {name!r} declares shape {shape}, with a negative size (the file is corrupt)"
+            )
         nbytes = math.prod(shape) * dtype.itemsize
         if header_bytes + nbytes != info.file_size:
             raise CheckpointError(

@@ -144,8 +144,15 @@ def _check_extent(path: str, name: str, entry: Any, body: int) -> None:
     shape, offsets = entry.get("shape"), entry.get("data_offsets")
     if not (isinstance(shape, list) and isinstance(offsets, list) and len(offsets) == 2):
         return  # malformed: the library refuses it with its own message
-    if not all(type(v) is int and v >= 0 for v in [*shape, *offsets]):
+    if not all(type(v) is int for v in [*shape, *offsets]):
         return
+    fields = (("shape", shape), ("data_offsets", offsets))
+    negative = [f"{what} {values}" for what, values in fields if min(values, default=0) < 0]
+    if negative:
+        raise CheckpointError(
+            f"{path!r}: tensor {name!r} has a negative {' and a negative '.join(negative)}; sizes and offsets are >= 0 "
+            "(the file is corrupt or its header edited)"
+        )
     start, end = offsets
     size = _HEADER_DTYPES[entry["dtype"]] * int(np.prod(shape, dtype=object))
     if not start <= end <= body:

@@ -5,8 +5,11 @@ a .safetensors header nested 100,000 deep (RecursionError), and JSON integers of
 
 from __future__ import annotations
 
+import json
 import struct
+import zipfile
 
+import numpy as np
 import pytest
 
 import npattn
@@ -57,3 +60,20 @@ def test_a_safetensors_header_with_a_huge_integer():
     with pytest.raises(CheckpointError, match="an integer of over 4300 digits") as info:
         npattn.load("big.safetensors")
     assert "set_int_max_str_digits" not in str(info.value)
+
+
+def test_negative_sizes_are_named_as_such():
+    npattn.save({"W": np.zeros((3, 2))}, "good.npz")
+    with zipfile.ZipFile("good.npz") as src, zipfile.ZipFile("neg.npz", "w", zipfile.ZIP_STORED) as dst:
+        for info in src.infolist():  # rezipped: the member's CRC-32 is the edited bytes'
+            data = src.read(info)
+            edited = data.replace(b"(3, 2), }  ", b"(-3,-2), } ")
+            dst.writestr(info.filename, edited if info.filename == "W.npy" else data)
+    with pytest.raises(CheckpointError, match=r"member 'W' declares shape \(-3, -2\), with a negative size"):
+        npattn.load("neg.npz")
+    cases = (([1], [-4, 0], r"a negative data_offsets \[-4, 0\]"), ([-1], [0, 8], "negative shape"))
+    for shape, offsets, said in cases:
+        header = json.dumps({"w": {"dtype": "F64", "shape": shape, "data_offsets": offsets}}).encode()
+        open("neg.safetensors", "wb").write(struct.pack("<Q", len(header)) + header + bytes(8))
+        with pytest.raises(CheckpointError, match=said):
+            npattn.load("neg.safetensors")
