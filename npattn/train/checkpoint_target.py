@@ -14,10 +14,11 @@ from typing import Any
 
 from npattn.errors import CheckpointError
 from npattn.train.atomic import as_path, resolved
-from npattn.train.checkpoint import _Npz, load
+from npattn.train.checkpoint import load
 from npattn.train.checkpoint_index import check_index_sha256
 from npattn.train.digest import DIGEST_KEY, verified
 from npattn.train.figures import check_replaceable
+from npattn.train.npz_reader import Npz
 
 __all__ = ["RUN_KEYS", "check_outputs", "check_run_file", "foreign_content"]
 
@@ -39,7 +40,7 @@ def foreign_content(path: str) -> str | None:
     except OSError as exc:
         return f"a file npattn cannot read ({exc.strerror or exc})"
     try:
-        npz = _Npz(path)
+        npz = Npz(path)
         with npz.zip:
             header, _ = npz.header()
         check_index_sha256(header, path)
