@@ -9,9 +9,12 @@ replaces the file atomically, so the path is exactly the file written.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import re
+import struct
+import zlib
 from typing import Any
 
 from npattn.errors import CheckpointError, ConfigError
@@ -100,6 +103,59 @@ def _written_by_matplotlib(head: bytes, tail: bytes) -> bool:
     return False
 
 
+SEAL_LIMIT = 64 * 2**20  # the largest plot whose seal is read (npattn's plots are far smaller)
+_SEAL_NAME = b"npattn-plot-sha256"
+_PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
+_TEXT_SEALS = {"svg": (b"<!-- " + _SEAL_NAME + b": ", b" -->\n"), "eps": (b"%" + _SEAL_NAME + b": ", b"\n"),
+               "ps": (b"%" + _SEAL_NAME + b": ", b"\n")}  # fmt: skip
+
+
+def _png_seal_chunk(digest: bytes) -> bytes:
+    body = b"tEXt" + _SEAL_NAME + b"\x00" + digest
+    return struct.pack(">I", len(body) - 4) + body + struct.pack(">I", zlib.crc32(body))
+
+
+def _sealed(image: bytes, fmt: str) -> bytes:
+    """``image`` with npattn's seal: the SHA-256 of the image as matplotlib wrote it, in a PNG text
+    chunk before IEND, or a comment after an SVG's root or a PostScript file's end (PDF: none; its
+    edits are told by its trailer). A re-run replaces the file only while the seal still matches."""
+    digest = hashlib.sha256(image).hexdigest().encode()
+    if fmt == "png" and image.endswith(_PNG_IEND):
+        return image[: -len(_PNG_IEND)] + _png_seal_chunk(digest) + _PNG_IEND
+    if fmt in _TEXT_SEALS and image.endswith(b"\n"):
+        opening, closing = _TEXT_SEALS[fmt]
+        return image + opening + digest + closing
+    return image
+
+
+def _unsealed(data: bytes) -> tuple[bytes, bytes] | None:
+    """(the file without npattn's seal, the digest the seal holds), None for a file without one. The
+    seal is looked for anywhere: bytes added after it (a chunk before IEND, a comment after the
+    root, data past the end) leave it in place, and the file without it then differs from the image
+    it sealed."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        at = data.rfind(b"tEXt" + _SEAL_NAME + b"\x00") - 4
+        size = len(_png_seal_chunk(b"0" * 64))
+        if at < 0:
+            return None
+        return data[:at] + data[at + size :], data[at + size - 68 : at + size - 4]
+    for opening, closing in set(_TEXT_SEALS.values()):
+        at = data.rfind(opening)
+        if at >= 0:
+            end = at + len(opening) + 64 + len(closing)
+            return data[:at] + data[end:], data[at + len(opening) : at + len(opening) + 64]
+    return None
+
+
+def _edited_since_sealed(real: str) -> bool:
+    """Whether the file carries npattn's seal and no longer matches it (edited since npattn wrote it)."""
+    if os.path.getsize(real) > SEAL_LIMIT:
+        return False
+    with open(real, "rb") as f:
+        found = _unsealed(f.read(SEAL_LIMIT))
+    return found is not None and hashlib.sha256(found[0]).hexdigest().encode() != found[1]
+
+
 def check_replaceable(real: str, text: str) -> None:
     """An existing ``--plot`` file is replaced only if it is empty, or a PNG, PDF, SVG, EPS or PS file
     whose own creator entry is matplotlib's (``_written_by_matplotlib``), as in every such file
@@ -120,6 +176,12 @@ def check_replaceable(real: str, text: str) -> None:
         return
     except OSError as exc:
         raise CheckpointError(f"cannot read the existing plot {text!r}: {exc.strerror or exc}") from None
+    if head and _edited_since_sealed(real):
+        raise CheckpointError(
+            f"--plot {text!r} holds a plot npattn wrote, edited since (its bytes no longer match the SHA-256 "
+            "npattn sealed it with: notes, a comment, a changed chunk); a plot replaces only an earlier plot as it "
+            "was written: remove the file or choose another plot path"
+        )
     if not head or _written_by_matplotlib(head, tail):
         return
     raise CheckpointError(
@@ -145,4 +207,4 @@ def save_figure(fig: Any, path: str, guard: SaveGuard | None = None, **savefig: 
     if guard is not None:
         guard.check()
     check_replaceable(resolved(path, "plot"), path)
-    atomic_write(path, image_bytes.getvalue(), "plot")
+    atomic_write(path, _sealed(image_bytes.getvalue(), _format(path)), "plot")
