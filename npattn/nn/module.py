@@ -47,6 +47,7 @@ class Module:
     _forward_count: int
     _outer_call: int  # the number of the outermost call this module's last forward ran in
     _repeated: str  # the outermost module, if this one ran more than once in it (its cache holds the last use only)
+    _members: tuple[tuple[tuple[str, Any], ...], ...]  # the parameters, submodules (and, outermost, all) a forward used
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -60,6 +61,7 @@ class Module:
         object.__setattr__(self, "_forward_count", 0)
         object.__setattr__(self, "_outer_call", 0)
         object.__setattr__(self, "_repeated", "")
+        object.__setattr__(self, "_members", ((), (), ()))
 
     # ------------------------------------------------------------------ registration
     def __setattr__(self, name: str, value: Any) -> None:
@@ -406,6 +408,8 @@ class Module:
             calls.number, calls.outer = next(PASSES), type(self).__name__
         state["_repeated"] = calls.outer if state.get("_outer_call") == calls.number else ""
         state["_outer_call"] = calls.number
+        deep = self._every_parameter() if calls.depth == 0 else ()  # an outer call: its submodules' too
+        state["_members"] = (tuple(self._parameters.items()), tuple(self._modules.items()), deep)
         calls.depth += 1
         try:
             return self.forward(*args, **kwargs)
@@ -423,6 +427,7 @@ class Module:
             raise BackwardError(
                 f"{type(self).__name__}.backward() {why}: run a forward pass first (forward stores what backward needs)"
             )
+        self._check_members()
         if self._modules:
             check_no_later_forward(self)
         if self._repeated:
@@ -432,6 +437,35 @@ class Module:
                 "earlier uses would be wrong): give each use its own instance"
             )
         return cache
+
+    def _every_parameter(self) -> tuple[tuple[str, Parameter], ...]:
+        """(dotted name, Parameter) of every submodule's parameters, a tied one under each name."""
+        modules = self.named_modules()
+        return tuple((f"{m}.{n}" if m else n, p) for m, module in modules for n, p in module._parameters.items())
+
+    def _check_members(self) -> None:
+        """The parameters and submodules are the objects the last forward used: one replaced since
+        (same shape or not), removed or added would take the forward's gradient in another's place.
+
+        Raises:
+            BackwardError: naming it.
+        """
+        params, modules, deep = self._members
+        checks: list[tuple[str, tuple[tuple[str, Any], ...], Mapping[str, Any]]] = [
+            ("parameter", params, self._parameters), ("submodule", modules, self._modules)
+        ]
+        if deep:  # the outermost module of its forward: a submodule's parameter replaced counts too
+            checks.append(("parameter", deep, dict(self._every_parameter())))
+        for kind, was, now in checks:
+            if len(was) == len(now) and all(now.get(name) is obj for name, obj in was):
+                continue
+            gone = [name for name, obj in was if now.get(name) is not obj]
+            name = gone[0] if gone else next(n for n in now if n not in dict(was))
+            how = "added" if not gone else "removed" if name not in now else "replaced by another object"
+            raise BackwardError(
+                f"{type(self).__name__}.backward(): its {kind} {name!r} was {how} since the last forward, whose "
+                "gradients belong to the objects it used: run forward again (no gradient was changed)"
+            )
 
     def _record(self) -> Recorder | None:
         """The stage recorder installed by ``npattn.trace`` (None when not tracing)."""
