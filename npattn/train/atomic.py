@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import signal
 import stat
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -253,9 +253,47 @@ def _existing_file(real: str, text: str, what: str) -> os.stat_result | None:
 
 
 def _temp_file(real: str) -> tuple[int, str]:
-    """A new temporary file beside ``real``, named after its first 32 characters: a name that
-    ``open()`` accepts (up to 255 bytes) must not become too long with the prefix and suffix."""
-    return tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)[:32]}.", suffix=".tmp")
+    """A new temporary file beside ``real``, named after its first 32 characters (a name that
+    ``open()`` accepts, up to 255 bytes, must not become too long with the prefix and suffix),
+    created with mode 0o666 as ``open()`` creates a file: the kernel applies the umask, or the
+    folder's default access control list where it has one (which the umask does not narrow)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    stem = os.path.join(os.path.dirname(real), f".{os.path.basename(real)[:32]}.")
+    for _ in range(100):
+        name = f"{stem}{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(name, flags, 0o666), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name beside the file", stem)
+
+
+KEPT_ATTRIBUTES = "system.posix_acl_access"
+"""Extended attributes a replaced file keeps (with every ``user.*`` one): its access control list."""
+
+
+def _keep_attributes(real: str, fd: int, text: str, what: str) -> None:
+    """Give the new file the old one's access control list and ``user.*`` extended attributes (a
+    rename would drop them: the mode alone then gave the owning group the ACL mask's rights).
+
+    Raises:
+        CheckpointError: one could not be set (the previous file is untouched).
+    """
+    if not hasattr(os, "listxattr"):
+        return
+    try:
+        names = os.listxattr(real)
+    except OSError:  # a filesystem without extended attributes
+        return
+    for name in names:
+        if name == KEPT_ATTRIBUTES or name.startswith("user."):
+            try:
+                os.setxattr(fd, name, os.getxattr(real, name))
+            except OSError as exc:
+                raise CheckpointError(
+                    f"cannot write {what} {text!r}: its extended attribute {name} could not be kept "
+                    f"({exc.strerror or exc}); the previous file is untouched"
+                ) from None
 
 
 def check_checkpoint_target(path: Any, own: bool = False) -> tuple[str, bool]:
@@ -347,12 +385,6 @@ def read_bytes(path: str, what: str = "checkpoint", limit: int | None = None) ->
     return data
 
 
-def _new_file_mode() -> int:
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 def atomic_write(
     path: Any, data: bytes, what: str = "checkpoint", guard: SaveGuard | None = None
 ) -> os.stat_result:
@@ -378,7 +410,9 @@ def atomic_write(
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode) if old else _new_file_mode())
+            if old is not None:  # a new file keeps the mode open() gave it (umask, or the folder's default ACL)
+                os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
+                _keep_attributes(real, f.fileno(), text, what)
             if old is not None and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
                 try:
                     os.fchown(f.fileno(), old.st_uid, old.st_gid)

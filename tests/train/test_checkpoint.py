@@ -148,7 +148,7 @@ class FailingFile:
         self.f.close()
 
 
-STEPS = ["mkstemp", "write", "flush", "fsync", "replace"]
+STEPS = ["create", "write", "flush", "fsync", "replace"]
 
 
 @pytest.mark.parametrize("step", STEPS)
@@ -163,8 +163,8 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch, s
         raise error(f"simulated failure at {step}")
 
     real_fdopen = os.fdopen
-    if step == "mkstemp":
-        monkeypatch.setattr(atomic.tempfile, "mkstemp", fail)
+    if step == "create":  # the temporary file
+        monkeypatch.setattr(atomic, "_temp_file", fail)
     elif step in ("write", "flush"):
 
         def fdopen(fd, mode):

@@ -9,7 +9,6 @@ import builtins
 import io
 import os
 import re
-import tempfile
 import zipfile
 
 import numpy as np
@@ -57,13 +56,13 @@ def test_a_read_only_folder_is_refused_before_writing(old_file, monkeypatch):
     _intact(old_file)
 
 
-@pytest.mark.parametrize("where", ["mkstemp", "replace", "write"])
+@pytest.mark.parametrize("where", ["create", "replace", "write"])
 def test_the_os_refusing_the_write_keeps_the_old_file_and_no_temp(old_file, monkeypatch, where):
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    if where == "mkstemp":
-        monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    if where == "create":  # the temporary file: os.open refuses
+        monkeypatch.setattr(os, "open", refuse)
     elif where == "replace":
         monkeypatch.setattr(os, "replace", refuse)
     else:
