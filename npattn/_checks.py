@@ -36,6 +36,7 @@ __all__ = [
     "check_finite",
     "check_float_dtype",
     "check_grad_output",
+    "check_int64_ids",
     "check_nonnegative_int",
     "check_positive_int",
     "check_probability",
@@ -477,3 +478,13 @@ def device_name(value: Any) -> str | None:
     if type(value).__name__ == "device" and isinstance(getattr(value, "type", None), str):
         return str(value)
     return None
+
+
+def check_int64_ids(arr: np.ndarray, name: str = "idx") -> None:
+    """Refuse unsigned ids past int64 (2**64 - 1 became -1 in the conversion, and was named so).
+
+    Raises:
+        ConfigError: naming the id as given.
+    """
+    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
+        raise ConfigError(f"{name}: token id {int(arr.max())} is outside any vocabulary (ids are below 2**63)")

@@ -20,6 +20,7 @@ from npattn._checks import (
     check_bytes,
     check_float_dtype,
     check_grad_output,
+    check_int64_ids,
     check_nonnegative_int,
     check_positive_int,
     check_probability,
@@ -276,6 +277,7 @@ def generate_text_simple(model: Module, idx: Any, max_new_tokens: int, context_s
         raise DTypeError(f"idx: expected integer token ids, got dtype {idx.dtype}")
     check_prompt(idx, max_new_tokens)
     check_context_size(model, context_size)
+    check_int64_ids(idx)
     idx = idx.astype(np.int64)
     for _ in range(max_new_tokens):
         logits = model(idx[:, -context_size:])

@@ -169,9 +169,10 @@ def cross_entropy_forward(input: np.ndarray, target: Any, reduction: str = "mean
             )
         if target_arr.size and (target_arr.min() < 0 or target_arr.max() >= n_classes):
             ignored = (
-                "; -100 is PyTorch's default ignore_index, but npattn's cross_entropy ignores no targets "
+                "; a negative target is what PyTorch's ignore_index marks (-100 by default, or the ignore_index "
+                "given), but npattn's cross_entropy ignores no targets "
                 "(npattn.nn.functional.token_cross_entropy_forward(logits, targets, ignore_index) does)"
-                if (target_arr == -100).any()
+                if (target_arr < 0).any()
                 else ""
             )
             raise ConfigError(

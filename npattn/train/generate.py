@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn._checks import check_finite, check_nonnegative_int, check_positive_int
+from npattn._checks import check_finite, check_int64_ids, check_nonnegative_int, check_positive_int
 from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.nn.functional import softmax
 from npattn.nn.functional.transformer import refuse_bool_ids
@@ -41,7 +41,9 @@ def as_token_ids(idx: Any, name: str = "idx") -> np.ndarray:
             f"{name}: expected token ids of shape (batch, n_tokens), got shape {arr.shape}; "
             "a single prompt is [ids] (text_to_token_ids gives that shape)"
         )
+    check_int64_ids(arr, name)
     return arr.astype(np.int64)
+
 
 
 def check_vocab_settings(top_k: int | None, eos_id: int | None, vocab: int) -> None:
