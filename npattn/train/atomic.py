@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import signal
 import stat
 import threading
@@ -26,6 +25,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from npattn.errors import CheckpointError, ConfigError
+from npattn.train.newfile import keep_attributes, temp_file
 
 if TYPE_CHECKING:
     from npattn.train.saveguard import SaveGuard
@@ -252,50 +252,6 @@ def _existing_file(real: str, text: str, what: str) -> os.stat_result | None:
     return st
 
 
-def _temp_file(real: str) -> tuple[int, str]:
-    """A new temporary file beside ``real``, named after its first 32 characters (a name that
-    ``open()`` accepts, up to 255 bytes, must not become too long with the prefix and suffix),
-    created with mode 0o666 as ``open()`` creates a file: the kernel applies the umask, or the
-    folder's default access control list where it has one (which the umask does not narrow)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-    stem = os.path.join(os.path.dirname(real), f".{os.path.basename(real)[:32]}.")
-    for _ in range(100):
-        name = f"{stem}{secrets.token_hex(4)}.tmp"
-        try:
-            return os.open(name, flags, 0o666), name
-        except FileExistsError:
-            continue
-    raise FileExistsError(errno.EEXIST, "no free temporary name beside the file", stem)
-
-
-KEPT_ATTRIBUTES = "system.posix_acl_access"
-"""Extended attributes a replaced file keeps (with every ``user.*`` one): its access control list."""
-
-
-def _keep_attributes(real: str, fd: int, text: str, what: str) -> None:
-    """Give the new file the old one's access control list and ``user.*`` extended attributes (a
-    rename would drop them: the mode alone then gave the owning group the ACL mask's rights).
-
-    Raises:
-        CheckpointError: one could not be set (the previous file is untouched).
-    """
-    if not hasattr(os, "listxattr"):
-        return
-    try:
-        names = os.listxattr(real)
-    except OSError:  # a filesystem without extended attributes
-        return
-    for name in names:
-        if name == KEPT_ATTRIBUTES or name.startswith("user."):
-            try:
-                os.setxattr(fd, name, os.getxattr(real, name))
-            except OSError as exc:
-                raise CheckpointError(
-                    f"cannot write {what} {text!r}: its extended attribute {name} could not be kept "
-                    f"({exc.strerror or exc}); the previous file is untouched"
-                ) from None
-
-
 def check_checkpoint_target(path: Any, own: bool = False) -> tuple[str, bool]:
     """``check_target`` for a checkpoint (``own`` as there), and its format: (the file replaced, True
     for safetensors).
@@ -360,7 +316,7 @@ def probe_target(path: Any, what: str = "checkpoint") -> str:
     """
     real = check_target(path, what)
     try:
-        fd, tmp = _temp_file(real)
+        fd, tmp = temp_file(real)
     except OSError as exc:
         raise CheckpointError(
             f"cannot write {what} {as_path(path)!r}: the folder {os.path.dirname(real)!r} refuses a new file "
@@ -406,13 +362,13 @@ def atomic_write(
     old = _existing_file(real, text, what)  # again: the target may have changed since check_target
     tmp = None
     try:
-        fd, tmp = _temp_file(real)
+        fd, tmp = temp_file(real)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             if old is not None:  # a new file keeps the mode open() gave it (umask, or the folder's default ACL)
                 os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
-                _keep_attributes(real, f.fileno(), text, what)
+                keep_attributes(real, f.fileno(), text, what)
             if old is not None and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
                 try:
                     os.fchown(f.fileno(), old.st_uid, old.st_gid)

@@ -164,7 +164,7 @@ def test_interrupted_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch, s
 
     real_fdopen = os.fdopen
     if step == "create":  # the temporary file
-        monkeypatch.setattr(atomic, "_temp_file", fail)
+        monkeypatch.setattr(atomic, "temp_file", fail)
     elif step in ("write", "flush"):
 
         def fdopen(fd, mode):

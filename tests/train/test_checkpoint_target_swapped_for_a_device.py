@@ -34,7 +34,7 @@ def _plant_link_after(monkeypatch, name, path):
 
 
 @pytest.mark.skipif(not os.path.exists(DEVNULL) or os.name != "posix", reason="needs /dev/null and symlinks")
-@pytest.mark.parametrize("point", ["check_target", "_temp_file"])  # before the mode is read / after it
+@pytest.mark.parametrize("point", ["check_target", "temp_file"])  # before the mode is read / after it
 def test_a_target_swapped_for_a_device_link_is_refused_and_kept(tmp_path, monkeypatch, point):
     path = tmp_path / "r.npz"
     npattn.save({"w": np.ones(2)}, path)
@@ -51,14 +51,14 @@ def test_a_target_that_became_a_link_to_a_regular_file_is_refused(tmp_path, monk
     path, other = tmp_path / "r.npz", tmp_path / "other.npz"
     npattn.save({"w": np.ones(2)}, path)
     npattn.save({"w": np.ones(3)}, other)
-    original = atomic._temp_file
+    original = atomic.temp_file
 
     def swapped(real):
         os.unlink(path)
         os.symlink(other, path)
         return original(real)
 
-    monkeypatch.setattr(atomic, "_temp_file", swapped)
+    monkeypatch.setattr(atomic, "temp_file", swapped)
     with pytest.raises(CheckpointError, match="it became a symlink while the new file was written"):
         npattn.save({"w": np.zeros(2)}, path)
     assert os.path.islink(path)
