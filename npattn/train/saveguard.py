@@ -77,11 +77,12 @@ class SaveGuard:
                 return f"a symlink to {os.readlink(self.path)!r}"
             except OSError:
                 return "a symlink"
+        kind = {stat.S_IFDIR: "a directory", stat.S_IFREG: "a file"}.get((target or own)[0], "something")
         if was is None:
-            return "a file that was not there when the run started"
-        if (target or own)[:3] == (was[1] or was[0])[:3]:
-            return "the file it last saw there, modified (its size or time changed)"
-        return "another file"
+            return f"{kind} that was not there when the run started"
+        if kind == "a file" and (target or own)[:3] == (was[1] or was[0])[:3]:  # one inode: edited, or one reused
+            return "the file it last saw there, modified or replaced by a new one (its size or time changed)"
+        return "another file" if kind == "a file" else kind
 
     def holds_own_write(self) -> bool:
         """The path holds the run's last write as the run left it, its mode too: a file the run may
