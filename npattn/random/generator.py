@@ -250,6 +250,8 @@ class TorchGenerator:
             DTypeError: dtype is not a NumPy dtype.
         """
         shape = _shape((shape,), "bernoulli shape", 1)  # at least a bool per element
+        if isinstance(p, np.ndarray) and p.ndim == 0 and p.dtype.kind in "iuf":  # a 0-d array: the number it holds
+            p = p[()]
         if not 0.0 <= check_finite(p, "p") <= 1.0:
             raise ConfigError(f"bernoulli expects 0 <= p <= 1, got p={p}")
         try:
