@@ -229,7 +229,7 @@ def _check_resolvable(report: GradcheckReport) -> None:
             f"gradcheck: atol={report.atol:g} (rtol={report.rtol:g}) is below what central differences can resolve "
             f"here (~{c.noise_floor:.2g} for {c.name}, whose error {error:.3g} is within it): the check cannot tell "
             f"a correct gradient from one off by that much; raise atol to at least {c.noise_floor:.2g} or raise "
-            "eps, or leave atol at its default"
+            + ("eps, or leave atol at its default" if report.user_atol else "eps (this atol is the default's)")
         )
 
 
