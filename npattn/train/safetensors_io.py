@@ -183,6 +183,8 @@ def load_safetensors(path: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     if len(data) < 8 or header_len > len(data) - 8:
         zipped = " (it starts like a zip file: an .npz saved under a .safetensors name?)" if data[:2] == b"PK" else ""
         raise CheckpointError(f"{bad}: its header declares {header_len} bytes in a file of {len(data)}{zipped}")
+    if header_len == 0:
+        raise CheckpointError(f"{bad}: its header is empty (its length, the first 8 bytes, is 0)")
     try:
         raw = json.loads(data[8 : 8 + header_len], object_pairs_hook=_refuse_repeated_names)
     except CheckpointError as exc:

@@ -77,3 +77,9 @@ def test_negative_sizes_are_named_as_such():
         open("neg.safetensors", "wb").write(struct.pack("<Q", len(header)) + header + bytes(8))
         with pytest.raises(CheckpointError, match=said):
             npattn.load("neg.safetensors")
+
+
+def test_an_all_zero_safetensors_file_is_named_empty():
+    open("zero.safetensors", "wb").write(bytes(64))
+    with pytest.raises(CheckpointError, match=r"its header is empty \(its length, the first 8 bytes, is 0\)"):
+        npattn.load("zero.safetensors")
