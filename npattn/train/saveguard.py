@@ -67,7 +67,8 @@ class SaveGuard:
         since = "the run started" if self.step is None else f"this run last wrote it at step {self.step}"
         raise CheckpointError(
             f"cannot write {self.what} {self.path!r}: it now holds {self._found(now, was)}, put there since {since} "
-            "by someone else (another run with the same save path, a user); it is left as it is, never replaced"
+            f"by someone else (another run with the same {'plot' if self.what == 'plot' else 'save'} path, a user); "
+            "it is left as it is, never replaced"
         )
 
     def _found(self, now: tuple[Any, ...], was: tuple[Any, ...] | None) -> str:

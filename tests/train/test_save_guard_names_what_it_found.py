@@ -27,3 +27,11 @@ def test_a_file_changed_in_place_may_be_a_new_one(tmp_path):
         f.write(b"more")
     with pytest.raises(CheckpointError, match="modified or replaced by a new one"):
         guard.check()
+
+
+def test_a_plot_guard_speaks_of_a_plot_path(tmp_path):
+    path = str(tmp_path / "p.png")
+    guard = SaveGuard(path, "plot")
+    open(path, "wb").write(b"x")
+    with pytest.raises(CheckpointError, match="cannot write plot .*another run with the same plot path"):
+        guard.check()
