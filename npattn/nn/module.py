@@ -47,7 +47,10 @@ class Module:
     _forward_count: int
     _outer_call: int  # the number of the outermost call this module's last forward ran in
     _repeated: str  # the outermost module, if this one ran more than once in it (its cache holds the last use only)
-    _members: tuple[tuple[tuple[str, Any], ...], ...]  # the parameters, submodules (and, outermost, all) a forward used
+    _members: tuple[tuple[tuple[str, Any], ...], ...]  # the parameters and submodules a forward used
+    _reads_children_parameters = False
+    """True for a module whose forward computes with its submodules' parameters without calling them
+    (a fused projection reading its Linear layers' weights): backward then checks those too."""
 
     def __init__(self) -> None:
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -408,7 +411,7 @@ class Module:
             calls.number, calls.outer = next(PASSES), type(self).__name__
         state["_repeated"] = calls.outer if state.get("_outer_call") == calls.number else ""
         state["_outer_call"] = calls.number
-        deep = self._every_parameter() if calls.depth == 0 else ()  # an outer call: its submodules' too
+        deep = self._children_parameters() if self._reads_children_parameters else ()
         state["_members"] = (tuple(self._parameters.items()), tuple(self._modules.items()), deep)
         calls.depth += 1
         try:
@@ -438,10 +441,9 @@ class Module:
             )
         return cache
 
-    def _every_parameter(self) -> tuple[tuple[str, Parameter], ...]:
-        """(dotted name, Parameter) of every submodule's parameters, a tied one under each name."""
-        modules = self.named_modules()
-        return tuple((f"{m}.{n}" if m else n, p) for m, module in modules for n, p in module._parameters.items())
+    def _children_parameters(self) -> tuple[tuple[str, Parameter], ...]:
+        """(dotted name, Parameter) of each submodule's own parameters (one level down)."""
+        return tuple((f"{c}.{n}", p) for c, child in self._modules.items() for n, p in child._parameters.items())
 
     def _check_members(self) -> None:
         """The parameters and submodules are the objects the last forward used: one replaced since
@@ -454,8 +456,8 @@ class Module:
         checks: list[tuple[str, tuple[tuple[str, Any], ...], Mapping[str, Any]]] = [
             ("parameter", params, self._parameters), ("submodule", modules, self._modules)
         ]
-        if deep:  # the outermost module of its forward: a submodule's parameter replaced counts too
-            checks.append(("parameter", deep, dict(self._every_parameter())))
+        if deep:  # a forward that read its submodules' parameters: one of them replaced counts too
+            checks.append(("parameter", deep, dict(self._children_parameters())))
         for kind, was, now in checks:
             if len(was) == len(now) and all(now.get(name) is obj for name, obj in was):
                 continue

@@ -29,6 +29,8 @@ class _ProjectedAttention(Module):
     """What SelfAttention_v2, CausalAttention and MultiHeadAttention share: three ``Linear``
     projections (stage 1) and, for the causal classes, the ``mask`` buffer and a ``Dropout``."""
 
+    _reads_children_parameters = True  # the fused projection reads W_query/W_key/W_value's weights itself
+
     W_query: Linear
     W_key: Linear
     W_value: Linear

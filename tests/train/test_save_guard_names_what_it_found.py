@@ -33,5 +33,5 @@ def test_a_plot_guard_speaks_of_a_plot_path(tmp_path):
     path = str(tmp_path / "p.png")
     guard = SaveGuard(path, "plot")
     open(path, "wb").write(b"x")
-    with pytest.raises(CheckpointError, match="cannot write plot .*another run with the same plot path"):
+    with pytest.raises(CheckpointError, match=r"cannot write plot .*another run with the same plot path"):
         guard.check()
