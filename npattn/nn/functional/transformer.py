@@ -131,11 +131,13 @@ def layer_norm_forward(
         mean = x.mean(axis=-1, keepdims=True)
         norm_x = x - mean  # centred; divided by std in place below
         var = (norm_x * norm_x).mean(axis=-1, keepdims=True)
-    if np.all(np.isfinite(var)) or not np.all(np.isfinite(x)):
-        std = np.sqrt(var + var.dtype.type(eps))  # var's dtype: int x has float64 statistics
+    std = np.sqrt(var + var.dtype.type(eps))  # var's dtype: int x has float64 statistics
+    with np.errstate(invalid="ignore"):
         norm_x /= std
-    else:  # finite rows whose squares (or sum) overflow: the same statistics on rows scaled by a power of two
-        norm_x, std = _scaled_layer_norm(x, eps)
+    if not np.all(np.isfinite(var)):  # finite rows whose squares (or sum) overflow: each redone on its own
+        rows = ~np.isfinite(var[..., 0]) & np.all(np.isfinite(x), axis=-1)
+        if np.any(rows):
+            norm_x[rows], std[rows] = _scaled_layer_norm(x[rows], eps)
     out = scale * norm_x
     out += shift
     if half:
@@ -144,23 +146,26 @@ def layer_norm_forward(
 
 
 def _scaled_layer_norm(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray]:
-    """(norm_x, std) of finite x (..., d) whose statistics overflow (x ~ 1e160 in float64, 1e20 in
-    float32): each row with max|x| >= 1 is divided by a power of two 2**k near it (exact), so that
-    mean and var are those of x divided by 2**k and 2**2k; norm_x = centred / sqrt(var_s + eps /
-    2**2k) and std = 2**k times that root (inf only where the true std is past the dtype's largest)."""
+    """(norm_x, std) of finite rows x (m, d) whose statistics overflow (entries near 1e160 in float64,
+    1e20 in float32): each row is divided by the power of two 2**k at its largest entry (exact), so
+    that mean and var are those of x divided by 2**k and 2**2k; norm_x = centred / sqrt(var_s + eps /
+    2**2k) and std = 2**k times that root (inf only where the true std is past the dtype's largest).
+    A constant row is centred to exactly 0 (its mean's rounding, normalised, gave +-1) with std
+    sqrt(eps), as the unscaled formula gives it."""
     x = x.astype(np.result_type(x, np.float64) if x.dtype.kind in "iu" else x.dtype, copy=False)
-    largest = np.max(np.abs(x), axis=-1, keepdims=True)
-    _, k = np.frexp(largest)
-    k = np.maximum(k, 0)  # rows of small values keep their scale (an inverse 2**2k would overflow)
+    _, k = np.frexp(np.max(np.abs(x), axis=-1, keepdims=True))
     one = x.dtype.type(1)
     down = np.ldexp(one, -k).astype(x.dtype)  # 2**-k
     xs = x * down
-    centred = xs - xs.mean(axis=-1, keepdims=True)
+    constant = np.max(xs, axis=-1, keepdims=True) == np.min(xs, axis=-1, keepdims=True)
+    centred = np.where(constant, x.dtype.type(0), xs - xs.mean(axis=-1, keepdims=True))
     with np.errstate(under="ignore"):
         root = np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + x.dtype.type(eps) * down * down)
     with np.errstate(over="ignore"):
-        std = root * np.ldexp(one, k).astype(x.dtype)
-    return centred / root, std
+        std = np.where(constant, np.sqrt(x.dtype.type(eps)), np.ldexp(root, k).astype(x.dtype))  # root * 2**k
+    with np.errstate(invalid="ignore", divide="ignore"):
+        norm = np.where(constant, x.dtype.type(0), centred / root)
+    return norm, std.astype(x.dtype)
 
 
 def layer_norm_backward(d_out: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
