@@ -46,3 +46,25 @@ def test_a_wrong_stage_gradient_beside_truncation_error_fails_the_backward():
 def test_a_right_backward_with_too_large_an_eps_is_still_refused_as_eps():
     with pytest.raises(ConfigError, match=r"eps=0\.1 is too large"):
         npattn.gradcheck(npattn.SelfAttention_v1(3, 2, rng=123, dtype=np.float64), X, eps=0.1)
+
+
+class SlightlyOffDx(npattn.SelfAttention_v1):
+    def backward(self, grad_output):
+        return super().backward(grad_output) * (1 + 1e-3)
+
+
+@pytest.mark.parametrize("eps", [1e-2, 3e-2])
+def test_a_small_error_within_anothers_truncation_noise_is_told_as_eps_first(eps):
+    # a 0.1% error in dx lies within the noise that W_key's truncation puts on x's differences: the advice
+    # is to lower eps (which then finds the error), not to raise atol or eps
+    with pytest.raises(ConfigError, match=f"eps={eps:g} is too large for"):
+        npattn.gradcheck(SlightlyOffDx(3, 2, rng=123, dtype=np.float64), X, eps=eps)
+    with pytest.raises(GradcheckError, match="gradient of x is wrong"):
+        npattn.gradcheck(SlightlyOffDx(3, 2, rng=123, dtype=np.float64), X)
+
+
+@pytest.mark.parametrize("seed", [8, 12])
+def test_a_tensor_failing_only_element_by_element_is_tested_for_truncation(seed):
+    npattn.manual_seed(seed)
+    with pytest.raises(ConfigError, match=r"eps=0\.003 is too large for layers"):
+        npattn.gradcheck(npattn.FeedForward({"emb_dim": 3}, dtype=np.float64), X, eps=0.003)

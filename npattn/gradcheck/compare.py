@@ -145,9 +145,6 @@ def _compare(
         if resolved or at_found + rtol * found_scale < 2 * found_scale:
             numerical, atol, step, scale = found, at_found, step_found, found_scale
     allowed = atol + rtol * scale
-    truncation = ""
-    if numerical.size and step == eps and float(np.max(np.abs(numerical - analytic))) > allowed:
-        truncation = _truncation(name, target, loss, eps, numerical, analytic, directions)
     if numerical.size == 0:
         return TensorCheck(name, target.shape, 0.0, 0.0, allowed, (), 0.0, 0.0, fast_mode, scale)
     error = np.abs(numerical - analytic)
@@ -158,9 +155,10 @@ def _compare(
     if float(np.max(error)) <= allowed and np.any(error > own):
         worst = np.unravel_index(int(np.argmax(error / own)), error.shape)
         element = float(own[worst])
-    floor = None
-    if step == eps and (element is not None or float(np.max(error)) > allowed):
+    floor, truncation = None, ""
+    if step == eps and (element is not None or float(np.max(error)) > allowed):  # failed at eps: why?
         floor = _noise_floor(target, loss, eps, numerical, rounding, directions)
+        truncation = _truncation(name, target, loss, eps, numerical, analytic, directions)
     return TensorCheck(
         name=name,
         shape=target.shape,

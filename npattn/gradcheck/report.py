@@ -235,12 +235,14 @@ def _check_resolvable(report: GradcheckReport) -> None:
 
 def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
     """The report, after refusing one that cannot fail or cannot tell (ConfigError: eps too large when
-    every failing tensor is failed by its truncation error alone; a tensor whose error does not
-    shrink at eps / 2 fails the backward); raises GradcheckError for a failed one with
-    ``raise_exception``."""
+    a failing tensor's error shrinks at eps / 2 and no other's is above its differences' noise; a
+    tensor whose error is above that noise and does not shrink fails the backward); raises
+    GradcheckError for a failed one with ``raise_exception``."""
     failing = report.failures
-    if failing and all(c.truncation for c in failing):
-        raise ConfigError(failing[0].truncation)
+    above = [c for c in failing if not c.truncation and not c.within_noise]  # the backward's own errors
+    truncated = [c for c in failing if c.truncation]
+    if truncated and not above:  # eps too large: said first, before any advice on the noise
+        raise ConfigError(truncated[0].truncation)
     _check_can_fail(report)
     _check_resolvable(report)
     if raise_exception and report.accumulates and not report.failures:
