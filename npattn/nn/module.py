@@ -47,7 +47,7 @@ class Module:
     _forward_count: int
     _outer_call: int  # the number of the outermost call this module's last forward ran in
     _repeated: str  # the outermost module, if this one ran more than once in it (its cache holds the last use only)
-    _members: tuple[tuple[tuple[str, Any], ...], ...]  # the parameters and submodules a forward used
+    _members: tuple[tuple[tuple[str, Any], ...], ...] | None  # what the last forward used (None: not called yet)
     _reads_children_parameters = False
     """True for a module whose forward computes with its submodules' parameters without calling them
     (a fused projection reading its Linear layers' weights): backward then checks those too."""
@@ -64,7 +64,7 @@ class Module:
         object.__setattr__(self, "_forward_count", 0)
         object.__setattr__(self, "_outer_call", 0)
         object.__setattr__(self, "_repeated", "")
-        object.__setattr__(self, "_members", ((), (), ()))
+        object.__setattr__(self, "_members", None)
 
     # ------------------------------------------------------------------ registration
     def __setattr__(self, name: str, value: Any) -> None:
@@ -411,13 +411,15 @@ class Module:
             calls.number, calls.outer = next(PASSES), type(self).__name__
         state["_repeated"] = calls.outer if state.get("_outer_call") == calls.number else ""
         state["_outer_call"] = calls.number
-        deep = self._children_parameters() if self._reads_children_parameters else ()
-        state["_members"] = (tuple(self._parameters.items()), tuple(self._modules.items()), deep)
         calls.depth += 1
         try:
-            return self.forward(*args, **kwargs)
+            result = self.forward(*args, **kwargs)
         finally:
             calls.depth -= 1
+        # what this forward used, once it succeeded (a parameter it made or replaced itself included)
+        deep = self._children_parameters() if self._reads_children_parameters else ()
+        state["_members"] = (tuple(self._parameters.items()), tuple(self._modules.items()), deep)
+        return result
 
     def _saved(self) -> Any:
         """The cache of the last forward; raises BackwardError if there was none, or if this
@@ -452,6 +454,8 @@ class Module:
         Raises:
             BackwardError: naming it.
         """
+        if self._members is None:  # never called (its forward run directly): nothing recorded to compare
+            return
         params, modules, deep = self._members
         checks: list[tuple[str, tuple[tuple[str, Any], ...], Mapping[str, Any]]] = [
             ("parameter", params, self._parameters), ("submodule", modules, self._modules)

@@ -70,3 +70,36 @@ def test_an_unchanged_module_and_a_fresh_forward_still_work():
     m(X3)  # the forward again: its gradients are the new parameter's
     m.backward(G4)
     assert np.any(m.W_query.weight.grad)
+
+
+def test_forward_called_directly_and_parameters_made_in_forward_are_fine():
+    x = np.ones((2, 3), np.float32)
+    layer = npattn.Linear(3, 4)
+    y = layer.forward(x)  # not through __call__: nothing recorded, nothing refused
+    layer.backward(np.ones_like(y))
+
+    class Lazy(npattn.Module):
+        def forward(self, x):
+            if "w" not in self._parameters:
+                self.w = npattn.Parameter(np.ones(3))  # made by its first forward
+            self._x = x
+            return x * self.w.data
+
+        def _gradients(self, g):
+            return g * self.w.data, [(self.w, (g * self._x).sum(0))]
+
+    lazy = Lazy()
+    lazy(np.ones((2, 3)))
+    lazy.backward(np.ones((2, 3)))
+    assert np.array_equal(lazy.w.grad, [2.0, 2.0, 2.0])
+
+
+def test_a_failed_forward_between_does_not_hide_a_replacement():
+    layer = npattn.Linear(3, 4, rng=0)
+    x = np.ones((2, 3), np.float32)
+    y = layer(x)
+    old = layer.weight
+    layer.weight = npattn.Parameter(np.zeros((4, 3), np.float32))
+    with pytest.raises(npattn.ShapeError):
+        layer(np.ones((2, 5), np.float32))
+    _refused(layer, np.ones_like(y), "parameter 'weight' was replaced", old)
