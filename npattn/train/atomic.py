@@ -364,16 +364,18 @@ def atomic_write(
     try:
         fd, tmp = temp_file(real)
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if old is not None:  # a new file keeps the mode open() gave it (umask, or the folder's default ACL)
-                os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
-                keep_attributes(real, f.fileno(), text, what)
+            # the old file's permissions before any byte is written: a private file's new contents are
+            # never readable by others in between (a new file keeps the mode open() gave it)
+            if old is not None:
+                os.fchmod(fd, stat.S_IMODE(old.st_mode))
+                keep_attributes(real, fd, text, what)
             if old is not None and (old.st_uid, old.st_gid) != (os.getuid(), os.getgid()):
                 try:
-                    os.fchown(f.fileno(), old.st_uid, old.st_gid)
+                    os.fchown(fd, old.st_uid, old.st_gid)
                 except OSError:
                     pass  # only root may give a file away; the permissions are kept all the same
+            f.write(data)
+            f.flush()
             os.fsync(f.fileno())
             _keep_mode_set_meanwhile(real, old, f.fileno(), text, what)
             written = os.fstat(f.fileno())

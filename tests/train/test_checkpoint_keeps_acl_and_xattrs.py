@@ -57,3 +57,38 @@ def test_a_new_checkpoint_gets_what_open_gives(tmp_path):
     assert os.getxattr(folder / "n.npz", "system.posix_acl_access") == os.getxattr(
         folder / "plain.bin", "system.posix_acl_access"
     )
+
+
+def test_a_private_files_new_contents_are_never_readable_by_others(tmp_path, monkeypatch):
+    path = str(tmp_path / "private.npz")
+    npattn.save({"w": np.ones(2)}, path)
+    os.chmod(path, 0o600)
+    seen = []
+    real_fdopen = os.fdopen
+
+    class Spy:
+        def __init__(self, f):
+            self.f = f
+
+        def write(self, data):
+            seen.append(os.fstat(self.f.fileno()).st_mode & 0o777)
+            return self.f.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return self.f.__exit__(*exc)
+
+    from npattn.train import atomic
+
+    monkeypatch.setattr(atomic.os, "fdopen", lambda fd, mode: Spy(real_fdopen(fd, mode)))
+    old = os.umask(0o022)
+    try:
+        npattn.save({"w": np.zeros(2)}, path)
+    finally:
+        os.umask(old)
+    assert seen and all(mode == 0o600 for mode in seen), [oct(m) for m in seen]
