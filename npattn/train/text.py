@@ -221,6 +221,9 @@ class GPTDatasetV1:
         ids = _token_ids(token_ids)
         self.token_ids = ids
         starts = np.arange(0, max(len(ids) - self.max_length, 0), self.stride, dtype=np.int64)
+        if len(starts) == 0:  # no window: nothing allocated (a max_length of 10**9 took 8 GB for none)
+            self.input_ids = self.target_ids = np.empty((0, self.max_length), dtype=ids.dtype)
+            return
         offsets = starts[:, None] + np.arange(self.max_length, dtype=np.int64)
         self.input_ids = ids[offsets]
         self.target_ids = ids[offsets + 1]
