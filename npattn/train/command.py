@@ -4,10 +4,11 @@ exactly) and ``npattn train``'s glue, ``run_train_command``."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, ParamSpec, TextIO, TypeVar
 
 import numpy as np
 
@@ -239,6 +240,28 @@ def _finite_state(model: Module, opt: Optimizer) -> str | None:
     return None
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _interrupt_before_the_first_step(run: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``run`` (``train_task``), with a Ctrl-C that lands before its first step (while the resumed
+    checkpoint is read, the task and model are built: outside the loop, whose interrupts say what the
+    checkpoint holds) saying that no checkpoint was written (it said "interrupted" alone)."""
+
+    @functools.wraps(run)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return run(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            if str(exc):  # the loop's own message: the step and what the checkpoint holds
+                raise
+            raise KeyboardInterrupt("interrupted before the first step: no checkpoint was written") from None
+
+    return wrapper
+
+
+@_interrupt_before_the_first_step
 def train_task(
     task: str = UNSET,
     *,
