@@ -301,10 +301,16 @@ def check_updated(model: Module, step: int) -> None:
     found = _non_finite_weights(model)
     if found:
         name, entries, _ = found
+        half = any(p.data.dtype == np.float16 for p in model.parameters())
+        cause = (
+            "in float16, Adam's eps of 1e-8 and small squared gradients round to 0, and a moment divided by 0 is "
+            "inf: train float32 parameters, or give a larger eps such as 1e-4"
+            if half
+            else "an optimizer setting such as Adam's eps=0 divides 0 by 0 where a gradient is 0"
+        )
         raise TrainingError(
             f"training stopped at step {step}: its update made {entries} of {name} non-finite, from finite "
-            "gradients (an optimizer setting such as Adam's eps=0 divides 0 by 0 where a gradient is 0); the "
-            "weights hold those values now, and no checkpoint of them is written."
+            f"gradients ({cause}); the weights hold those values now, and no checkpoint of them is written."
         )
 
 
