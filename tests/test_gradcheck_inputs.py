@@ -90,7 +90,7 @@ def test_integer_stage_inputs_pass_through_unconverted_and_unchecked():
 
 
 def test_only_integer_inputs_is_refused():
-    with pytest.raises(ConfigError, match="every input is integer"):
+    with pytest.raises(ConfigError, match="every input is integer or boolean"):
         npattn.gradcheck_stage(lambda i: (np.ones(3)[i], None), lambda d, c: (d,), [np.array([1, 2])])
 
 

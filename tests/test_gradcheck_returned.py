@@ -81,7 +81,7 @@ def test_integer_inputs_the_forward_accepts_are_checked_even_alone():
 
 
 def test_only_token_ids_is_refused():
-    with pytest.raises(ConfigError, match="every input is integer"):
+    with pytest.raises(ConfigError, match="every input is integer or boolean"):
         npattn.gradcheck_stage(lambda i: (np.ones(3)[i], None), lambda d, c: (d,), [np.array([1, 2])])
 
 

@@ -80,6 +80,10 @@ def gradcheck_stage(
     names = list(names) if names is not None else [f"input{i}" for i in range(len(arrays))]
     if len(names) != len(arrays):
         raise ConfigError(f"gradcheck_stage: {len(names)} names for {len(arrays)} inputs")
+    if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+        raise ConfigError(
+            f"gradcheck_stage: names must be distinct, non-empty strings, one per input, got {names!r:.200}"
+        )
     empty = [f"{name} {a.shape}" for name, a in zip(names, arrays) if a.size == 0]
     if empty:
         raise ConfigError(
@@ -97,9 +101,9 @@ def gradcheck_stage(
     floats = [i for i in range(len(arrays)) if i not in unchecked]
     if not floats:
         raise ConfigError(
-            f"gradcheck_stage: every input is integer ({', '.join(names)}) and the forward refuses them as floats "
-            "(token ids), so there is no gradient to check; integer inputs (token ids) are passed unchanged next "
-            "to at least one floating-point input"
+            f"gradcheck_stage: every input is integer or boolean ({', '.join(names)}) and the forward refuses them "
+            "as floats (token ids), so there is no gradient to check; integer inputs (token ids) are passed "
+            "unchanged next to at least one floating-point input"
         )
     _check_eps(eps, [arrays[i] for i in floats])
     rng = np.random.default_rng(seed)
@@ -213,7 +217,17 @@ def _as_floats(forward: Callable[..., Any], arrays: list[np.ndarray], kwargs: di
     """Convert (in ``arrays``) each integer or boolean input the forward accepts as float64 numbers,
     so that its gradient is checked; {index: why} for those it refuses as floats (token ids for an
     embedding): those are passed unchanged and named in the report as not checked."""
-    refused = {}
+    refused: dict[int, str] = {}
+    candidates = [i for i, a in enumerate(arrays) if a.dtype.kind in "iub"]
+    if len(candidates) > 1:  # all at once first: a forward may refuse a float beside a bool or int one
+        try:
+            forward(*(a.astype(np.float64) if i in candidates else a.copy() for i, a in enumerate(arrays)), **kwargs)
+        except Exception:
+            pass
+        else:
+            for i in candidates:
+                arrays[i] = arrays[i].astype(np.float64)
+            return refused
     for i, a in enumerate(arrays):
         if a.dtype.kind not in "iub":
             continue
