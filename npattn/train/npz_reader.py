@@ -86,6 +86,13 @@ class Npz:
             )
         self.zip = zipfile.ZipFile(path)
         infos = self.zip.infolist()
+        first = min((info.header_offset for info in infos), default=0)
+        if first > 0:  # zipfile reads the last archive of a file: one glued behind another, or behind data
+            self.zip.close()
+            raise CheckpointError(
+                f"{path!r} has bytes before the zip archive (its first member starts at byte {first}: another "
+                "archive or data glued in front of it); an npattn .npz starts with the archive"
+            )
         names = [info.filename for info in infos]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:

@@ -5,6 +5,7 @@ a .safetensors header nested 100,000 deep (RecursionError), and JSON integers of
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 import zipfile
@@ -83,3 +84,27 @@ def test_an_all_zero_safetensors_file_is_named_empty():
     open("zero.safetensors", "wb").write(bytes(64))
     with pytest.raises(CheckpointError, match=r"its header is empty \(its length, the first 8 bytes, is 0\)"):
         npattn.load("zero.safetensors")
+
+
+def test_an_archive_glued_behind_another_or_behind_pk_bytes_is_refused():
+    npattn.save({"w": np.zeros(2)}, "a.npz")
+    npattn.save({"w": np.ones(2)}, "b.npz")
+    second = open("b.npz", "rb").read()
+    empty = io.BytesIO()
+    zipfile.ZipFile(empty, "w").close()
+    for name, prefix in (("ab.npz", open("a.npz", "rb").read()), ("pk.npz", b"PK\x03\x04" + b"J" * 60),
+                         ("ez.npz", empty.getvalue())):  # fmt: skip
+        open(name, "wb").write(prefix + second)
+        for reader in (npattn.load, npattn.load_metadata):
+            with pytest.raises(CheckpointError, match="has bytes before the zip archive"):
+                reader(name)
+
+
+def test_a_run_never_replaces_an_archive_glued_in_front_of_a_checkpoint(tmp_path):
+    np.savez("data.npz", precious=np.arange(5.0))
+    npattn.train_task(steps=2, save="run.npz")
+    combo = open("data.npz", "rb").read() + open("run.npz", "rb").read()
+    open("combo.npz", "wb").write(combo)
+    with pytest.raises(CheckpointError, match="has bytes before the zip archive"):
+        npattn.train_task(steps=3, save="combo.npz")
+    assert open("combo.npz", "rb").read() == combo
