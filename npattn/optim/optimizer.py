@@ -143,9 +143,7 @@ class Optimizer:
                 )
 
     def add_param_group(self, group: dict[str, Any]) -> None:
-        """Add ``{"params": [...], "lr": ..., ...}``; missing settings take the defaults. As in torch,
-        a dict given is the group itself (filled in with the defaults, its settings checked and
-        normalised, its params a list): editing it later edits the group.
+        """Add ``{"params": [...], "lr": ..., ...}``; missing settings take the defaults.
 
         Raises:
             ConfigError: as the constructor: no or non-Parameter params, a Parameter already
@@ -165,11 +163,7 @@ class Optimizer:
             )
         others = [p for g in self.param_groups for p in g["params"]]
         params = self._check_params(given, where, others)
-        checked = {**settings, "params": params, **({} if names is None else {"param_names": names})}
-        if type(group) is dict:  # the caller's own dict, as in torch: its later edits are the group's
-            group.update(checked)
-            checked = group
-        self.param_groups.append(checked)
+        self.param_groups.append({**settings, "params": params, **({} if names is None else {"param_names": names})})
 
     def zero_grad(self, set_to_none: bool = False) -> None:
         """Set every parameter's ``.grad`` to zeros, in place (a ``.grad`` that is None stays None:
