@@ -143,7 +143,8 @@ class Optimizer:
                 )
 
     def add_param_group(self, group: dict[str, Any]) -> None:
-        """Add ``{"params": [...], "lr": ..., ...}``; missing settings take the defaults.
+        """Add ``{"params": [...], "lr": ..., ...}``; missing settings take the defaults. The group is a
+        checked copy (torch keeps the dict given): edit ``param_groups[i]``, not the dict passed.
 
         Raises:
             ConfigError: as the constructor: no or non-Parameter params, a Parameter already
