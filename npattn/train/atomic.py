@@ -362,7 +362,7 @@ def atomic_write(
     old = _existing_file(real, text, what)  # again: the target may have changed since check_target
     tmp = None
     try:
-        fd, tmp = temp_file(real)
+        fd, tmp = temp_file(real, 0o666 if old is None else 0o600)
         with os.fdopen(fd, "wb") as f:
             # the old file's permissions before any byte is written: a private file's new contents are
             # never readable by others in between (a new file keeps the mode open() gave it)

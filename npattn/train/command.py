@@ -31,7 +31,7 @@ from npattn.train.loop import (
     progress_line,
 )
 from npattn.train.resume import check_resumed_settings, plain_setting
-from npattn.train.runsave import RunProgress
+from npattn.train.runsave import LOOP, RunProgress
 from npattn.train.tasks import TASKS, make_task
 
 __all__ = [
@@ -251,12 +251,16 @@ def _interrupt_before_the_first_step(run: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(run)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        outer = getattr(LOOP, "started", False)  # a run inside a run's callback: restored after
+        LOOP.started = False
         try:
             return run(*args, **kwargs)
         except KeyboardInterrupt as exc:
-            if str(exc):  # the loop's own message: the step and what the checkpoint holds
+            if str(exc) or LOOP.started:  # the loop's own message, or past the loop's start
                 raise
             raise KeyboardInterrupt("interrupted before the first step: no checkpoint was written") from None
+        finally:
+            LOOP.started = outer
 
     return wrapper
 

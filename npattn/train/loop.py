@@ -303,8 +303,9 @@ def check_updated(model: Module, step: int) -> None:
         name, entries, _ = found
         half = any(p.data.dtype == np.float16 for p in model.parameters())
         cause = (
-            "in float16, Adam's eps of 1e-8 and small squared gradients round to 0, and a moment divided by 0 is "
-            "inf: train float32 parameters, or give a larger eps such as 1e-4"
+            "float16 holds no more than 65504, and Adam's eps of 1e-8 and small squared gradients round to 0 in "
+            "it (a moment divided by 0 is inf): train float32 parameters (with Adam, or give a larger eps such as "
+            "1e-4; with another optimizer, a smaller lr)"
             if half
             else "an optimizer setting such as Adam's eps=0 divides 0 by 0 where a gradient is 0"
         )

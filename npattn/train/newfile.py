@@ -14,17 +14,19 @@ from npattn.errors import CheckpointError
 __all__ = ["KEPT_ATTRIBUTES", "keep_attributes", "temp_file"]
 
 
-def temp_file(real: str) -> tuple[int, str]:
+def temp_file(real: str, mode: int = 0o666) -> tuple[int, str]:
     """A new temporary file beside ``real``, named after its first 32 characters (a name that
     ``open()`` accepts, up to 255 bytes, must not become too long with the prefix and suffix),
     created with mode 0o666 as ``open()`` creates a file: the kernel applies the umask, or the
-    folder's default access control list where it has one (which the umask does not narrow)."""
+    folder's default access control list where it has one (which the umask does not narrow);
+    ``mode`` 0o600 for a file that replaces another, whose own mode is set before anything is written
+    (its new contents are never readable by others in between)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
     stem = os.path.join(os.path.dirname(real), f".{os.path.basename(real)[:32]}.")
     for _ in range(100):
         name = f"{stem}{secrets.token_hex(4)}.tmp"
         try:
-            return os.open(name, flags, 0o666), name
+            return os.open(name, flags, mode), name
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no free temporary name beside the file", stem)

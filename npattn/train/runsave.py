@@ -6,7 +6,9 @@ here), and a run stopped before its first save says so exactly."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +17,10 @@ from npattn.train.atomic import check_outputs
 from npattn.train.loop import Progress
 from npattn.train.saveguard import SaveGuard
 
-__all__ = ["RunProgress"]
+__all__ = ["LOOP", "RunProgress"]
+
+LOOP = threading.local()
+"""``LOOP.started``: this thread's run has entered its loop (``RunProgress.interrupts``)."""
 
 
 @dataclass
@@ -34,6 +39,12 @@ class RunProgress(Progress):
         if self.saved is None and self.seen is None and self._on_disk() is None:
             return "does not exist"
         return super()._holds()
+
+    @contextmanager
+    def interrupts(self) -> Iterator[None]:
+        LOOP.started = True  # a Ctrl-C from here on is the loop's to report (train_task's set-up is over)
+        with super().interrupts():
+            yield
 
     def record_save(self, step: int, write: Callable[[], os.stat_result | None]) -> None:
         super().record_save(step, write)

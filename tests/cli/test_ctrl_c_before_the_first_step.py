@@ -30,3 +30,24 @@ def test_an_interrupt_in_the_loop_keeps_its_own_message(tmp_path):
         npattn.train_task(steps=4, save=path, save_every=1, log_every=1, on_log=on_log)
     assert "no checkpoint was written" not in str(info.value) and "step" in str(info.value)
     assert npattn.load(path)["step"] >= 1 and np.isfinite(npattn.load(path)["step"])
+
+
+def test_an_interrupt_right_after_the_loop_does_not_say_nothing_was_written(tmp_path, monkeypatch):
+    from contextlib import contextmanager
+
+    from npattn.train.runsave import RunProgress
+
+    original = RunProgress.interrupts
+
+    @contextmanager
+    def then_interrupted(self):
+        with original(self):
+            yield
+        raise KeyboardInterrupt  # a bare press just after the loop's block closed
+
+    monkeypatch.setattr(RunProgress, "interrupts", then_interrupted)
+    path = str(tmp_path / "run.npz")
+    with pytest.raises(KeyboardInterrupt) as info:
+        npattn.train_task(steps=2, save=path)
+    assert "no checkpoint was written" not in str(info.value)
+    assert npattn.load(path)["step"] == 2

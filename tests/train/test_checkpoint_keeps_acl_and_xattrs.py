@@ -92,3 +92,26 @@ def test_a_private_files_new_contents_are_never_readable_by_others(tmp_path, mon
     finally:
         os.umask(old)
     assert seen and all(mode == 0o600 for mode in seen), [oct(m) for m in seen]
+
+
+def test_the_temporary_file_of_a_replaced_private_file_is_private_from_its_creation(tmp_path, monkeypatch):
+    from npattn.train import atomic
+
+    path = str(tmp_path / "private.npz")
+    npattn.save({"w": np.ones(2)}, path)
+    os.chmod(path, 0o600)
+    created = []
+    original = atomic.temp_file
+
+    def spy(real, *args):
+        fd, name = original(real, *args)
+        created.append(os.fstat(fd).st_mode & 0o777)
+        return fd, name
+
+    monkeypatch.setattr(atomic, "temp_file", spy)
+    old = os.umask(0o022)
+    try:
+        npattn.save({"w": np.zeros(2)}, path)
+    finally:
+        os.umask(old)
+    assert created == [0o600], [oct(m) for m in created]

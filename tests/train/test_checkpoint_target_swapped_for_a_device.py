@@ -53,10 +53,10 @@ def test_a_target_that_became_a_link_to_a_regular_file_is_refused(tmp_path, monk
     npattn.save({"w": np.ones(3)}, other)
     original = atomic.temp_file
 
-    def swapped(real):
+    def swapped(real, *args):
         os.unlink(path)
         os.symlink(other, path)
-        return original(real)
+        return original(real, *args)
 
     monkeypatch.setattr(atomic, "temp_file", swapped)
     with pytest.raises(CheckpointError, match="it became a symlink while the new file was written"):
