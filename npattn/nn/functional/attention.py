@@ -37,7 +37,7 @@ from collections.abc import Callable
 import numpy as np
 
 from npattn._checks import cast, check_allocation, check_nonnegative_int
-from npattn.errors import DTypeError, ShapeError
+from npattn.errors import ConfigError, DTypeError, ShapeError
 from npattn.nn.functional.contract import check_dropout, check_keep_needs_p
 
 __all__ = [
@@ -265,8 +265,13 @@ def mask_backward(d_masked: np.ndarray, cache: tuple) -> tuple[np.ndarray]:
 # Stage 3: scale + softmax over the keys axis. attn_scores (..., n, m) -> attn_weights (..., n, m).
 
 
-def softmax(z: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Numerically stable softmax (subtracts the row maximum; -inf entries get weight 0)."""
+def softmax(z: np.ndarray, axis: int = -1, *, dim: int | None = None) -> np.ndarray:
+    """Numerically stable softmax (subtracts the row maximum; -inf entries get weight 0); ``dim`` is
+    PyTorch's name for ``axis`` (giving both, different, is a ConfigError)."""
+    if dim is not None:
+        if axis != -1 and axis != dim:
+            raise ConfigError(f"softmax: axis={axis} and dim={dim} name two axes; give one (dim is torch's name)")
+        axis = dim
     if z.dtype.kind not in "fiu":
         raise _not_numbers("softmax", z=z)
     if z.ndim == 0:
