@@ -59,10 +59,22 @@ def test_a_new_checkpoint_gets_what_open_gives(tmp_path):
     )
 
 
-def test_a_private_files_new_contents_are_never_readable_by_others(tmp_path, monkeypatch):
+def _replace_a_private_file(tmp_path, spy):
+    """Save over a 0600 checkpoint under umask 022, ``spy()`` installed between the two saves."""
     path = str(tmp_path / "private.npz")
     npattn.save({"w": np.ones(2)}, path)
     os.chmod(path, 0o600)
+    spy()
+    old = os.umask(0o022)
+    try:
+        npattn.save({"w": np.zeros(2)}, path)
+    finally:
+        os.umask(old)
+
+
+def test_a_private_files_new_contents_are_never_readable_by_others(tmp_path, monkeypatch):
+    from npattn.train import atomic
+
     seen = []
     real_fdopen = os.fdopen
 
@@ -83,23 +95,15 @@ def test_a_private_files_new_contents_are_never_readable_by_others(tmp_path, mon
         def __exit__(self, *exc):
             return self.f.__exit__(*exc)
 
-    from npattn.train import atomic
-
-    monkeypatch.setattr(atomic.os, "fdopen", lambda fd, mode: Spy(real_fdopen(fd, mode)))
-    old = os.umask(0o022)
-    try:
-        npattn.save({"w": np.zeros(2)}, path)
-    finally:
-        os.umask(old)
+    _replace_a_private_file(
+        tmp_path, lambda: monkeypatch.setattr(atomic.os, "fdopen", lambda fd, mode: Spy(real_fdopen(fd, mode)))
+    )
     assert seen and all(mode == 0o600 for mode in seen), [oct(m) for m in seen]
 
 
 def test_the_temporary_file_of_a_replaced_private_file_is_private_from_its_creation(tmp_path, monkeypatch):
     from npattn.train import atomic
 
-    path = str(tmp_path / "private.npz")
-    npattn.save({"w": np.ones(2)}, path)
-    os.chmod(path, 0o600)
     created = []
     original = atomic.temp_file
 
@@ -108,10 +112,5 @@ def test_the_temporary_file_of_a_replaced_private_file_is_private_from_its_creat
         created.append(os.fstat(fd).st_mode & 0o777)
         return fd, name
 
-    monkeypatch.setattr(atomic, "temp_file", spy)
-    old = os.umask(0o022)
-    try:
-        npattn.save({"w": np.zeros(2)}, path)
-    finally:
-        os.umask(old)
+    _replace_a_private_file(tmp_path, lambda: monkeypatch.setattr(atomic, "temp_file", spy))
     assert created == [0o600], [oct(m) for m in created]
