@@ -46,6 +46,30 @@ if _started_as_command() and _signal.getsignal(_signal.SIGINT) in (_signal.defau
     except (ValueError, OSError):  # not the main thread, or no signals here
         pass
 
+
+
+def _drop_the_current_folder() -> None:
+    """Under ``python -m npattn``, search modules as the ``npattn`` script does: without the current folder.
+
+    Python's ``-m`` puts the current folder first on ``sys.path``, so a ``signal.py`` or ``numpy.py``
+    there would be imported in place of Python's or NumPy's own by the imports below (a traceback
+    from the user's file before npattn could speak). ``python -P`` already leaves it out; npattn's
+    own modules are found through the package, and ``npattn check FILE.py:NAME`` puts the file's
+    folder on the path for the file's own imports. A file named ``npattn.py`` there is still run
+    instead of npattn: Python finds it before this package is imported.
+    """
+    if _sys.argv[:1] != ["-m"] or not _started_as_command() or not _sys.path:
+        return
+    try:
+        here = _os.getcwd()
+    except OSError:  # the current folder was removed: Python put its old name there, if anything
+        return
+    if _sys.path[0] in (here, ""):
+        del _sys.path[0]
+
+
+_drop_the_current_folder()
+
 from npattn import _compat, debug, kernels, nn, optim, random, train
 from npattn.book import BOOK_TOKENS, book_batch, book_inputs
 from npattn.debug import (

@@ -427,12 +427,12 @@ def run_lm(
         if save is not None and save_every and (hist.global_step + 1) % save_every == 0:
             write(hist)
 
-    if out is not None:
-        print_header(settings, text, tokenizer, train_loader, val_loader, model, resume, out)
     start = 0 if history is None else history.global_step + 1
     progress = RunProgress(start, None if save is None else atomic.as_path(save))
     try:
         with progress.interrupts():
+            if out is not None:  # a stream failing here is reported as one failing in the loop
+                print_header(settings, text, tokenizer, train_loader, val_loader, model, resume, out)
             history = train_lm(
                 model, train_loader, val_loader, optimizer, num_epochs, settings.eval_every, settings.eval_iter,
                 settings.prompt, tokenizer, max_steps=settings.steps, history=history, out=out,

@@ -32,3 +32,21 @@ def test_broken_stream_names_the_intact_checkpoint(tmp_path):
         run_lm(dict(LM, text=str(text), steps=8), save=str(path), save_every=1, out=Broken(16))
     assert info.value.errno == errno.EPIPE and "writing the run's progress to out failed" in str(info.value)
     run_lm({"steps": 8}, resume=str(path), out=None)  # the checkpoint it names continues
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_a_stream_failing_in_the_runs_header_says_what_was_saved(tmp_path, resumed):
+    text = tmp_path / "t.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 40)
+    path = tmp_path / "lm.npz"
+    if resumed:
+        run_lm(dict(LM, text=str(text), steps=2), save=str(path), out=None)
+    before = path.read_bytes() if resumed else None
+    holds = r"is as it was before the run" if resumed else r"does not exist"
+    with pytest.raises(BrokenPipeError, match=r"This run wrote no checkpoint: .*lm.npz' " + holds) as info:
+        if resumed:
+            run_lm({"steps": 4}, resume=str(path), save=str(path), out=Broken(0))
+        else:
+            run_lm(dict(LM, text=str(text), steps=2), save=str(path), out=Broken(0))
+    assert info.value.errno == errno.EPIPE and "writing the run's progress to out failed" in str(info.value)
+    assert (path.read_bytes() if resumed else path.exists()) == (before if resumed else False)

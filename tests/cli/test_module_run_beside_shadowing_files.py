@@ -1,0 +1,60 @@
+"""``python -m npattn`` in a folder holding files named like Python's or NumPy's modules.
+
+Python's ``-m`` puts the current folder first on the search path; the ``npattn`` script does not.
+npattn searches as the script does, so a ``signal.py`` or ``numpy.py`` of the user's is never
+imported in place of Python's or NumPy's own (it was: the user's file's error, as a traceback).
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import npattn
+
+HOME = str(Path(npattn.__file__).resolve().parent.parent)
+SHADOWS = ["signal", "numpy", "pickle", "subprocess", "select", "json", "zipfile", "tempfile", "hashlib"]
+
+
+def _shadowed_folder(tmp_path: Path) -> Path:
+    for name in SHADOWS:
+        (tmp_path / f"{name}.py").write_text(f"raise SystemExit('SHADOWED: {name}.py of the folder ran')\n")
+    return tmp_path
+
+
+def _npattn_m(args, cwd):
+    env = {**os.environ, "PYTHONPATH": HOME}
+    return subprocess.run([sys.executable, "-m", "npattn", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+@pytest.mark.parametrize("args", [["demo"], ["--help"], ["trace", "--tokens", "3"]])
+def test_files_named_like_modules_in_the_current_folder_are_not_imported(tmp_path, args):
+    done = _npattn_m(args, _shadowed_folder(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "SHADOWED" not in done.stdout + done.stderr
+
+
+def test_a_checked_file_still_imports_its_own_helpers_beside_it(tmp_path):
+    folder = _shadowed_folder(tmp_path)
+    (folder / "my_helpers.py").write_text("SCALE = 1.0\n")
+    (folder / "mine.py").write_text(
+        "import numpy as np\nfrom my_helpers import SCALE\n\n"
+        "def attention(x, W_query, W_key, W_value):\n"
+        "    q, k, v = x @ W_query, x @ W_key, x @ W_value\n"
+        "    s = q @ k.T / np.sqrt(k.shape[-1]) * SCALE\n"
+        "    w = np.exp(s - s.max(-1, keepdims=True))\n"
+        "    return (w / w.sum(-1, keepdims=True)) @ v\n"
+    )
+    done = _npattn_m(["check", "mine.py:attention"], folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SHADOWED" not in done.stdout + done.stderr
+
+
+def test_an_import_in_a_program_keeps_the_search_path(tmp_path):
+    code = "import sys, npattn; print(sys.path[0] == '')"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": HOME},
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.stdout.strip() == "True", done.stderr
