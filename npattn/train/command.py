@@ -4,11 +4,10 @@ exactly) and ``npattn train``'s glue, ``run_train_command``."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import time
 from collections.abc import Callable
-from typing import Any, ParamSpec, TextIO, TypeVar
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -31,7 +30,7 @@ from npattn.train.loop import (
     progress_line,
 )
 from npattn.train.resume import check_resumed_settings, plain_setting
-from npattn.train.runsave import LOOP, RunProgress
+from npattn.train.runsave import RunProgress, interrupt_before_the_first_step
 from npattn.train.tasks import TASKS, make_task
 
 __all__ = [
@@ -240,32 +239,7 @@ def _finite_state(model: Module, opt: Optimizer) -> str | None:
     return None
 
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _interrupt_before_the_first_step(run: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``run`` (``train_task``), with a Ctrl-C that lands before its first step (while the resumed
-    checkpoint is read, the task and model are built: outside the loop, whose interrupts say what the
-    checkpoint holds) saying that no checkpoint was written (it said "interrupted" alone)."""
-
-    @functools.wraps(run)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        outer = getattr(LOOP, "started", False)  # a run inside a run's callback: restored after
-        LOOP.started = False
-        try:
-            return run(*args, **kwargs)
-        except KeyboardInterrupt as exc:
-            if str(exc) or LOOP.started:  # the loop's own message, or past the loop's start
-                raise
-            raise KeyboardInterrupt("interrupted before the first step: no checkpoint was written") from None
-        finally:
-            LOOP.started = outer
-
-    return wrapper
-
-
-@_interrupt_before_the_first_step
+@interrupt_before_the_first_step
 def train_task(
     task: str = UNSET,
     *,

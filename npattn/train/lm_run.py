@@ -41,7 +41,7 @@ from npattn.train.lm_report import plot_losses, print_header
 from npattn.train.lm_state import check_stored_dtypes, rng_state, set_rng_state
 from npattn.train.loop import check_optimizer_settings, check_optimizer_steps
 from npattn.train.resume import check_resumed_settings, plain_setting
-from npattn.train.runsave import RunProgress
+from npattn.train.runsave import RunProgress, interrupt_before_the_first_step
 from npattn.train.saveguard import SaveGuard
 from npattn.train.tasks import TASKS
 from npattn.train.text import (
@@ -311,6 +311,7 @@ def _check_sampling(settings: LMSettings, tokenizer: Tokenizer) -> None:
         raise ConfigError(f"prompt (--prompt) {settings.prompt!r}: {exc}") from None
 
 
+@interrupt_before_the_first_step
 def run_lm(
     given: dict[str, Any],
     *,

@@ -5,19 +5,20 @@ here), and a run stopped before its first save says so exactly."""
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from npattn.train import checkpoint
 from npattn.train.atomic import check_outputs
 from npattn.train.loop import Progress
 from npattn.train.saveguard import SaveGuard
 
-__all__ = ["LOOP", "RunProgress"]
+__all__ = ["LOOP", "RunProgress", "interrupt_before_the_first_step"]
 
 LOOP = threading.local()
 """``LOOP.started``: this thread's run has entered its loop (``RunProgress.interrupts``)."""
@@ -61,3 +62,28 @@ class RunProgress(Progress):
         path = self.save
         assert path is not None
         self.record_save(step, lambda: checkpoint.save_run(state, path, model_class, config, self.guard))
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def interrupt_before_the_first_step(run: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``run`` (``train_task``, ``run_lm``), with a Ctrl-C that lands before its first step (while the
+    resumed checkpoint is read, the task and model are built: outside the loop, whose interrupts say
+    what the checkpoint holds) saying that no checkpoint was written (it said "interrupted" alone)."""
+
+    @functools.wraps(run)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        outer = getattr(LOOP, "started", False)  # a run inside a run's callback: restored after
+        LOOP.started = False
+        try:
+            return run(*args, **kwargs)
+        except KeyboardInterrupt as exc:
+            if str(exc) or LOOP.started:  # the loop's own message, or past the loop's start
+                raise
+            raise KeyboardInterrupt("interrupted before the first step: no checkpoint was written") from None
+        finally:
+            LOOP.started = outer
+
+    return wrapper

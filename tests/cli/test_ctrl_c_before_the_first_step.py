@@ -51,3 +51,16 @@ def test_an_interrupt_right_after_the_loop_does_not_say_nothing_was_written(tmp_
         npattn.train_task(steps=2, save=path)
     assert "no checkpoint was written" not in str(info.value)
     assert npattn.load(path)["step"] == 2
+
+
+def test_an_interrupt_during_an_lm_runs_set_up_says_no_checkpoint_was_written(tmp_path, monkeypatch):
+    from npattn.train import lm_run
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lm_run, "train_tokenizer", interrupted)
+    settings = dict(tokenizer="char", context_length=8, emb_dim=8, n_heads=2, n_layers=1, batch_size=2, steps=2)
+    with pytest.raises(KeyboardInterrupt, match="interrupted before the first step: no checkpoint was written"):
+        npattn.run_lm(settings, save=str(tmp_path / "lm.npz"), out=None)
+    assert not (tmp_path / "lm.npz").exists()
