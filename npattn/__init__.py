@@ -60,6 +60,8 @@ def _drop_the_current_folder() -> None:
     """
     if _sys.argv[:1] != ["-m"] or not _started_as_command() or not _sys.path:
         return
+    if getattr(_sys.flags, "safe_path", False) or _sys.flags.isolated:  # -P, -I: no current folder was put there
+        return
     try:
         here = _os.getcwd()
     except OSError:  # the current folder was removed: Python put its old name there, if anything

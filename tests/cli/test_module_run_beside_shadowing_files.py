@@ -37,17 +37,20 @@ def test_files_named_like_modules_in_the_current_folder_are_not_imported(tmp_pat
     assert "SHADOWED" not in done.stdout + done.stderr
 
 
+MINE = (
+    "import numpy as np\nfrom my_helpers import SCALE\n\n"
+    "def attention(x, W_query, W_key, W_value):\n"
+    "    q, k, v = x @ W_query, x @ W_key, x @ W_value\n"
+    "    s = q @ k.T / np.sqrt(k.shape[-1]) * SCALE\n"
+    "    w = np.exp(s - s.max(-1, keepdims=True))\n"
+    "    return (w / w.sum(-1, keepdims=True)) @ v\n"
+)
+
+
 def test_a_checked_file_still_imports_its_own_helpers_beside_it(tmp_path):
     folder = _shadowed_folder(tmp_path)
     (folder / "my_helpers.py").write_text("SCALE = 1.0\n")
-    (folder / "mine.py").write_text(
-        "import numpy as np\nfrom my_helpers import SCALE\n\n"
-        "def attention(x, W_query, W_key, W_value):\n"
-        "    q, k, v = x @ W_query, x @ W_key, x @ W_value\n"
-        "    s = q @ k.T / np.sqrt(k.shape[-1]) * SCALE\n"
-        "    w = np.exp(s - s.max(-1, keepdims=True))\n"
-        "    return (w / w.sum(-1, keepdims=True)) @ v\n"
-    )
+    (folder / "mine.py").write_text(MINE)
     done = _npattn_m(["check", "mine.py:attention"], folder)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "SHADOWED" not in done.stdout + done.stderr
@@ -58,3 +61,14 @@ def test_an_import_in_a_program_keeps_the_search_path(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**os.environ, "PYTHONPATH": HOME},
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.stdout.strip() == "True", done.stderr
+
+
+def test_under_python_P_a_pythonpath_entry_naming_the_current_folder_is_kept(tmp_path):
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "code").mkdir()
+    (tmp_path / "lib" / "my_helpers.py").write_text("SCALE = 1.0\n")
+    (tmp_path / "code" / "mine.py").write_text(MINE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "lib"), HOME])}
+    done = subprocess.run([sys.executable, "-P", "-m", "npattn", "check", "../code/mine.py:attention"],
+                          cwd=tmp_path / "lib", env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
