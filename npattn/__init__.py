@@ -22,12 +22,33 @@ import sys as _sys
 from npattn import _interrupts  # os and sys only: the Ctrl-C guard below is set before anything loads
 
 
+def _module_run(options: list[str]) -> str | None:
+    """The module Python's options ``options`` run with ``-m`` (``-m npattn``, ``-mnpattn``, ``-Bm npattn``,
+    ``-W error -m npattn``), or None: read as Python reads them, up to the first word that is no option."""
+    words = iter(options)
+    for word in words:
+        if word == "--" or not word.startswith("-") or word == "-":
+            return None
+        if word.startswith("--"):
+            if word == "--check-hash-based-pycs":
+                next(words, None)
+            continue
+        for at, flag in enumerate(word[1:], start=1):
+            if flag in "cmWX":  # the option's value: the rest of the word, or the next word
+                value = word[at + 1 :] or next(words, None)
+                if flag == "m":
+                    return value
+                if flag == "c":
+                    return None
+                break
+    return None
+
+
 def _started_as_command() -> bool:
     """True while ``python -m npattn`` (Python sets ``sys.argv[0]`` to ``"-m"`` while it locates the
     package) or the ``npattn`` script imports the package; never for ``import npattn`` in a program."""
     if _sys.argv[:1] == ["-m"]:
-        given = list(getattr(_sys, "orig_argv", []))
-        return "-m" in given and given[given.index("-m") + 1 : given.index("-m") + 2] == ["npattn"]
+        return _module_run(list(getattr(_sys, "orig_argv", []))[1:]) in ("npattn", "npattn.__main__")
     script = getattr(_sys.modules.get("__main__"), "__file__", None) or ""
     name = _os.path.splitext(_os.path.basename(script))[0]
     return name in ("npattn", "npattn-script") and _os.path.basename(_sys.argv[0] or "").startswith("npattn")
@@ -58,7 +79,7 @@ def _drop_the_current_folder() -> None:
     folder on the path for the file's own imports. A file named ``npattn.py`` there is still run
     instead of npattn: Python finds it before this package is imported.
     """
-    if _sys.argv[:1] != ["-m"] or not _started_as_command() or not _sys.path:
+    if not _started_as_command() or _sys.argv[:1] != ["-m"] or not _sys.path:  # the script: no folder put there
         return
     if getattr(_sys.flags, "safe_path", False) or _sys.flags.isolated:  # -P, -I: no current folder was put there
         return

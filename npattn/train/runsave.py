@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from npattn.train import checkpoint
 from npattn.train.atomic import check_outputs
-from npattn.train.loop import Progress
+from npattn.train.loop import Interrupted, Progress
 from npattn.train.saveguard import SaveGuard
 
 __all__ = ["LOOP", "RunProgress", "interrupt_before_the_first_step"]
@@ -82,7 +82,7 @@ def interrupt_before_the_first_step(run: Callable[_P, _R]) -> Callable[_P, _R]:
         except KeyboardInterrupt as exc:
             if str(exc) or LOOP.started:  # the loop's own message, or past the loop's start
                 raise
-            raise KeyboardInterrupt("interrupted before the first step: no checkpoint was written") from None
+            raise Interrupted("interrupted before the first step: no checkpoint was written") from None
         finally:
             LOOP.started = outer
 

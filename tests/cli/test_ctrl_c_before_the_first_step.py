@@ -7,6 +7,7 @@ import pytest
 
 import npattn
 from npattn.train import command
+from npattn.train.loop import Interrupted
 
 
 def test_an_interrupt_during_set_up_says_no_checkpoint_was_written(tmp_path, monkeypatch):
@@ -15,8 +16,8 @@ def test_an_interrupt_during_set_up_says_no_checkpoint_was_written(tmp_path, mon
 
     monkeypatch.setattr(command, "make_task", interrupted)
     path = str(tmp_path / "run.npz")
-    with pytest.raises(KeyboardInterrupt, match="interrupted before the first step: no checkpoint was written"):
-        npattn.train_task(steps=2, save=path)
+    with pytest.raises(Interrupted, match="interrupted before the first step: no checkpoint was written"):
+        npattn.train_task(steps=2, save=path)  # an Interrupted, as the docs say, as the loop's
 
 
 def test_an_interrupt_in_the_loop_keeps_its_own_message(tmp_path):
@@ -61,6 +62,6 @@ def test_an_interrupt_during_an_lm_runs_set_up_says_no_checkpoint_was_written(tm
 
     monkeypatch.setattr(lm_run, "train_tokenizer", interrupted)
     settings = dict(tokenizer="char", context_length=8, emb_dim=8, n_heads=2, n_layers=1, batch_size=2, steps=2)
-    with pytest.raises(KeyboardInterrupt, match="interrupted before the first step: no checkpoint was written"):
+    with pytest.raises(Interrupted, match="interrupted before the first step: no checkpoint was written"):
         npattn.run_lm(settings, save=str(tmp_path / "lm.npz"), out=None)
     assert not (tmp_path / "lm.npz").exists()

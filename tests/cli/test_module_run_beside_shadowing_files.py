@@ -24,10 +24,17 @@ def _shadowed_folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _npattn_m(args, cwd):
+def _npattn_m(args, cwd, spelling=("-m", "npattn")):
     env = {**os.environ, "PYTHONPATH": HOME}
-    return subprocess.run([sys.executable, "-m", "npattn", *args], cwd=cwd, env=env, capture_output=True,
+    return subprocess.run([sys.executable, *spelling, *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
+
+
+@pytest.mark.parametrize("spelling", [["-mnpattn"], ["-Bm", "npattn"], ["-W", "error", "-m", "npattn"],
+                                      ["-Xdev", "-Bmnpattn"], ["-m", "npattn.__main__"]])  # fmt: skip
+def test_every_spelling_of_python_m_npattn_searches_as_the_command(tmp_path, spelling):
+    done = _npattn_m(["--help"], _shadowed_folder(tmp_path), spelling)
+    assert done.returncode == 0 and "SHADOWED" not in done.stdout + done.stderr, done.stderr
 
 
 @pytest.mark.parametrize("args", [["demo"], ["--help"], ["trace", "--tokens", "3"]])
@@ -71,4 +78,15 @@ def test_under_python_P_a_pythonpath_entry_naming_the_current_folder_is_kept(tmp
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "lib"), HOME])}
     done = subprocess.run([sys.executable, "-P", "-m", "npattn", "check", "../code/mine.py:attention"],
                           cwd=tmp_path / "lib", env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("where", ["beside", "elsewhere"])
+def test_a_helper_imported_inside_the_checked_function_is_found(tmp_path, where):
+    folder = _shadowed_folder(tmp_path / "code") if (tmp_path / "code").mkdir() is None else None
+    (folder / "my_helpers.py").write_text("SCALE = 1.0\n")
+    (folder / "mine.py").write_text(MINE.replace("from my_helpers import SCALE\n", "").replace(
+        "    q, k, v", "    from my_helpers import SCALE\n    q, k, v"))
+    cwd, spec = (folder, "mine.py:attention") if where == "beside" else (tmp_path, "code/mine.py:attention")
+    done = _npattn_m(["check", spec], cwd)
     assert done.returncode == 0, done.stdout + done.stderr
