@@ -66,6 +66,18 @@ def _step_after(edit: Callable[[npattn.Module, Any], Any]) -> None:
     opt.step()
 
 
+def _zero_grad_after(edit: Callable[[npattn.Module, Any], Any]) -> None:
+    model, opt = _stepped()
+    edit(model, opt)
+    opt.zero_grad()
+
+
+def _state_dict_after(edit: Callable[[npattn.Module, Any], Any]) -> None:
+    model, opt = _stepped()
+    edit(model, opt)
+    opt.state_dict()
+
+
 def _fit_with_a_bad_batch_at(bad: int) -> None:
     model = npattn.SelfAttention_v1(6, 2, rng=1, dtype=np.float64)
     optimizer = npattn.optim.SGD(model.parameters(), lr=0.1)
@@ -841,5 +853,19 @@ def training_bad_inputs() -> list[tuple[str, str, Callable[[], Any], type[Except
             lambda: npattn.train_lm(None, None, None, None, 1, 1, 1, "The", None),
             cfg,
             "got NoneType",
+        ),
+        (
+            "Optimizer.zero_grad()",
+            "a group's params set to one Parameter (was a TypeError; step() updated it alone)",
+            lambda: _zero_grad_after(lambda m, o: o.param_groups[0].__setitem__("params", m.W_query)),
+            cfg,
+            "Adam.zero_grad: parameter group 0: 'params' is a single Parameter, expected a list of them: assign [p]",
+        ),
+        (
+            "Optimizer.state_dict()",
+            "a group's params listing one Parameter twice (was a state dropping the others' moments)",
+            lambda: _state_dict_after(lambda m, o: o.param_groups[0].__setitem__("params", [m.W_key, m.W_key])),
+            cfg,
+            "Adam.state_dict: parameter group 0: the same Parameter is listed twice in one group (positions 0 and 1)",
         ),
     ]

@@ -130,17 +130,30 @@ class Optimizer:
                 )
         return params
 
-    def _refuse_used_up(self, method: str) -> None:
-        """A group whose 'params' was replaced by a generator (which one pass uses up) is refused by
-        every method that reads the groups: the second read found no parameters, and state_dict()
-        wrote a state of none (every buffer dropped)."""
+    def check_param_groups(self, method: str) -> None:
+        """Raises ConfigError (naming ``method``) for what ``step`` refuses in a group's 'params', which
+        every method that reads the groups refuses first:
+        a generator (one pass uses it up: the second read found no parameters, and state_dict()
+        wrote a state of none), a single Parameter (the constructor and add_param_group take one
+        alone; an edited group must list it), entries that are not Parameters, one listed twice
+        (state_dict() wrote a state that dropped the others' buffers)."""
+        others: list[Parameter] = []
         for i, group in enumerate(self.param_groups):
-            if isinstance(group, Mapping) and isinstance(group.get("params"), Iterator):
+            params = group.get("params") if isinstance(group, Mapping) else None
+            owner = f"{type(self).__name__}.{method}" if hasattr(self, method) else f"{method}: {type(self).__name__}"
+            where = f"{owner}: parameter group {i}: "
+            if isinstance(params, Iterator):
                 raise ConfigError(
-                    f"{type(self).__name__}.{method}: parameter group {i}: 'params' is a generator or iterator, "
-                    "which one pass uses up (step, zero_grad and state_dict each read it): assign a list, such as "
-                    "list(model.parameters())"
+                    f"{where}'params' is a generator or iterator, which one pass uses up (step, zero_grad and "
+                    "state_dict each read it): assign a list, such as list(model.parameters())"
                 )
+            if isinstance(params, Parameter):
+                raise ConfigError(
+                    f"{where}'params' is a single Parameter, expected a list of them: assign [p] (the constructor "
+                    "and add_param_group take one alone and list it)"
+                )
+            if method != "step":  # step checks each group as it reads it
+                others += self._check_params(params, where, others)
 
     def add_param_group(self, group: dict[str, Any]) -> None:
         """Add ``{"params": [...], "lr": ..., ...}``; missing settings take the defaults. The group is a
@@ -150,7 +163,7 @@ class Optimizer:
             ConfigError: as the constructor: no or non-Parameter params, a Parameter already
                 optimized, an unknown setting or one out of range. Nothing is added then.
         """
-        self._refuse_used_up("add_param_group")
+        self.check_param_groups("add_param_group")
         where = f"parameter group {len(self.param_groups)}: "
         if not isinstance(group, Mapping) or "params" not in group:
             got = "a dict without 'params'" if isinstance(group, Mapping) else type(group).__name__
@@ -177,7 +190,7 @@ class Optimizer:
         Raises:
             ConfigError: set_to_none not a bool.
         """
-        self._refuse_used_up("zero_grad")
+        self.check_param_groups("zero_grad")
         zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
@@ -195,7 +208,7 @@ class Optimizer:
                 parameter, Adam's ``step`` below 1 or a negative ``exp_avg_sq``.
             ConfigError: a read-only ``.data``.
         """
-        self._refuse_used_up("step")
+        self.check_param_groups("step")
         loss = None
         if closure is not None:
             if not callable(closure):
@@ -265,7 +278,7 @@ class Optimizer:
         The state of a parameter no group lists any more (removed from ``param_groups[i]['params']``,
         a way to freeze it) is left out: it has no index, so nothing could load it back (torch raises
         KeyError here)."""
-        self._refuse_used_up("state_dict")
+        self.check_param_groups("state_dict")
         for i, g in enumerate(self.param_groups):  # names that no longer pair with params would load wrongly
             check_names(g, f"state_dict: parameter group {i}: ", ConfigError)
         index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
@@ -294,7 +307,7 @@ class Optimizer:
                 parameter indices, a setting out of range (the constructor's message), missing or
                 unknown buffers, buffers of another shape, a non-float or narrower dtype, or non-finite values.
         """
-        self._refuse_used_up("load_state_dict")
+        self.check_param_groups("load_state_dict")
         if not isinstance(state_dict, Mapping):
             raise StateDictError(
                 f"optimizer state_dict must be a dict with 'state' and 'param_groups', got {type(state_dict).__name__}"

@@ -194,6 +194,7 @@ def check_optimizer_of(model: Module, optimizer: Optimizer, owner: str) -> None:
         raise ConfigError(
             f"{owner}: optimizer must be an npattn Optimizer (such as SGD), got {type(optimizer).__name__}"
         )
+    optimizer.check_param_groups(owner)  # each group's 'params' a list of Parameters, as step reads them
     own = {id(p) for p in model.parameters()}
     params = [p for group in optimizer.param_groups for p in group["params"]]
     foreign = sum(id(p) not in own for p in params)
