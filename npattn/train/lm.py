@@ -48,7 +48,7 @@ from npattn.train.lm_continue import (
     check_tokens_fit,
     windows_digest,
 )
-from npattn.train.lm_history import LMHistory, progress_line
+from npattn.train.lm_history import LMHistory, check_records, progress_line
 from npattn.train.lm_history import differences as differences
 from npattn.train.loop import check_callback, check_finite, check_optimizer_of, check_updated, check_weights_finite
 from npattn.train.text import DataLoader, GPTDatasetV1, check_tokenizer, largest_stride
@@ -421,6 +421,7 @@ def train_lm(
         )
     check_step_count(history, len(train_loader), "train_lm")
     check_same_order(history, train_loader, "train_lm")
+    check_records(history, ConfigError, "train_lm: ")  # what any loader gives, after the counters' checks
     npattn_loader = isinstance(train_loader, DataLoader)  # the order its epochs give: recorded for a continuation
     history.loader_shuffle = train_loader.shuffle if npattn_loader else None
     history.loader_seed = train_loader.seed if npattn_loader else None

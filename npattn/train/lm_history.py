@@ -14,7 +14,7 @@ import numpy as np
 
 from npattn.errors import CheckpointError
 
-__all__ = ["LMHistory", "differences", "progress_line"]
+__all__ = ["LMHistory", "check_records", "differences", "progress_line"]
 
 
 @dataclass
@@ -153,6 +153,33 @@ class LMHistory:
         _check_counts(self, steps_per_epoch, tokens_per_batch)
 
 
+def check_records(history: LMHistory, error: type[Exception] = CheckpointError, where: str = "") -> None:
+    """What any loader gives (``train_lm`` checks a history given to it so): nothing recorded after
+    ``global_step``, and an evaluation at ``global_step`` records the ``tokens_seen`` the history
+    stands at (later ones cannot count fewer than earlier ones: ``from_state_dict``).
+
+    Raises:
+        ``error``: naming the entry, begun with ``where``.
+    """
+    late = [step for step in [*history.eval_steps, *(s for s, _ in history.samples)] if step > history.global_step]
+    if late:
+        raise error(
+            f"{where}the history records evaluations or samples at step {late[0]}, after its global_step "
+            f"{history.global_step}"
+        )
+    for i, (step, seen) in enumerate(zip(history.eval_steps, history.track_tokens_seen)):
+        if step == history.global_step and seen != history.tokens_seen:
+            raise error(
+                f"{where}history.track_tokens_seen[{i}] is {seen}, but its evaluation (eval_steps[{i}]) is at the "
+                f"history's global_step {step}, which counts tokens_seen {history.tokens_seen}"
+            )
+        if seen > history.tokens_seen:
+            raise error(
+                f"{where}history.track_tokens_seen[{i}] is {seen}, more than the {history.tokens_seen} tokens the "
+                "history has seen (tokens_seen)"
+            )
+
+
 def _check_counts(history: LMHistory, steps_per_epoch: int, tokens_per_batch: int) -> None:
     """``history.check_counts``: the counters a run of ``global_step + 1`` full batches gives."""
     done = history.global_step + 1
@@ -162,22 +189,19 @@ def _check_counts(history: LMHistory, steps_per_epoch: int, tokens_per_batch: in
             f"history.epoch {history.epoch} and history.batch {history.batch} place the run after {at} steps "
             f"({steps_per_epoch} per epoch); expected {done}, the count history.global_step {history.global_step} gives"
         )
-    counts = [("tokens_seen", history.tokens_seen, history.global_step)]
-    counts += [
-        (f"track_tokens_seen[{i}]", n, s) for i, (s, n) in enumerate(zip(history.eval_steps, history.track_tokens_seen))
-    ]
-    for counter, got, step in counts:
+    def check_tokens(counter: str, got: int, step: int) -> None:
         if got != (step + 1) * tokens_per_batch:
             raise CheckpointError(
                 f"history.{counter} is {got}; expected {(step + 1) * tokens_per_batch} "
                 f"({step + 1} steps of {tokens_per_batch} tokens)"
             )
-    late = [step for step in [*history.eval_steps, *(s for s, _ in history.samples)] if step > history.global_step]
-    if late:
-        raise CheckpointError(
-            f"the history records evaluations or samples at step {late[0]}, after its global_step {history.global_step}"
-        )
 
+    check_tokens("tokens_seen", history.tokens_seen, history.global_step)
+    # after the counters (an edited counter is named as that), before each evaluation's tokens (an
+    # evaluation moved past global_step is named as that, not by its token count)
+    check_records(history)
+    for i, (step, seen) in enumerate(zip(history.eval_steps, history.track_tokens_seen)):
+        check_tokens(f"track_tokens_seen[{i}]", seen, step)
 
 def differences(missing: list[str], extra: list[str]) -> str:
     """``missing ['a']; unexpected ['b']``, each part only when it is not empty."""
