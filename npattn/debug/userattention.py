@@ -285,7 +285,8 @@ def _import_file(path_text: str) -> ModuleType:
     if spec_obj is None or spec_obj.loader is None:
         raise ConfigError(f"cannot import {path_text}: not a Python source file")
     module = importlib.util.module_from_spec(spec_obj)
-    sys.path.insert(0, str(path.resolve().parent))  # the user's own helper modules next to the file
+    folder = str(path.resolve().parent)  # resolved once: the file's code may change the current folder
+    sys.path.insert(0, folder)  # the user's own helper modules next to the file
     try:
         spec_obj.loader.exec_module(module)
     except Exception as exc:
@@ -296,7 +297,8 @@ def _import_file(path_text: str) -> ModuleType:
             "script code under `if __name__ == '__main__':`"
         ) from None
     finally:
-        sys.path.remove(str(path.resolve().parent))
+        if isinstance(sys.path, list) and folder in sys.path:  # unless the file's code removed it, or sys.path
+            sys.path.remove(folder)
     return module
 
 
