@@ -47,7 +47,8 @@ LM_OPTIONS = (*tuple(f.name for f in dataclasses.fields(LMSettings) if f.name no
 """The options of ``npattn train`` that only the language-model task (``--task lm``) takes."""
 
 
-RUN_KEYS = ("task", "optimizer", "lr", "seed", "steps")
+RUN_KEYS = ("task", "optimizer", "lr", "seed", "steps", "log_every")
+ADDED_RUN_KEYS = ("log_every",)  # absent from checkpoints written before it was stored: log_every 0 then
 CHECKPOINT_KEYS = ("run", "step", "model", "optimizer", "history")
 
 
@@ -120,7 +121,7 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
     saved = digest.verified(saved, name)
     odd = sorted(set(saved) ^ set(CHECKPOINT_KEYS))
     stored = saved["run"]
-    if odd or not isinstance(stored, dict) or set(stored) != set(RUN_KEYS):
+    if odd or not isinstance(stored, dict) or not set(RUN_KEYS) - set(ADDED_RUN_KEYS) <= set(stored) <= set(RUN_KEYS):
         raise CheckpointError(
             f"{name!r} is not a checkpoint npattn train wrote: expected the entries {list(CHECKPOINT_KEYS)} "
             f"and run settings {list(RUN_KEYS)}"
@@ -128,6 +129,7 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
     check_resumed_settings(given, stored, lambda k: f"--{k}")
     try:
         run = _run_config(stored["task"], stored["optimizer"], stored["lr"], steps, stored["seed"])
+        run["log_every"] = check_nonnegative_int(stored.get("log_every", 0), "log_every")
         start_step = check_nonnegative_int(saved["step"], "the checkpoint's step")
     except ConfigError as exc:
         raise CheckpointError(f"{name!r} holds a bad run setting: {exc}") from None
@@ -250,7 +252,7 @@ def train_task(
     save: str | os.PathLike[str] | None = None,
     save_every: int = 0,
     resume: str | os.PathLike[str] | None = None,
-    log_every: int = 0,
+    log_every: int = UNSET,
     on_log: Callable[[int, float, History], None] | None = None,
     on_start: Callable[[], None] | None = None,
 ) -> tuple[Module, Optimizer, History, Any]:
@@ -266,7 +268,9 @@ def train_task(
     equal the stored one); the result equals an uninterrupted run bit for bit.
     Every argument, the save target and the resumed checkpoint are checked before the first step;
     ``on_start()`` runs then (``npattn train`` prints its header there, so an error comes alone).
-    ``on_log(step, loss, history)`` is called at every log with a copy of the history.
+    ``on_log(step, loss, history)`` is called at every log (every ``log_every`` steps; 0: none; not
+    given: 0, or on resume the run's own, which the checkpoint stores, 0 for a checkpoint written
+    before it did) with a copy of the history.
 
     Raises:
         ConfigError: unknown task or optimizer, a learning rate the optimizer refuses, a negative
@@ -280,7 +284,8 @@ def train_task(
             non-finite; the message says which checkpoint, if any, this run wrote last.
     """
     save_every = check_nonnegative_int(save_every, "save_every")
-    log_every = check_nonnegative_int(log_every, "log_every")
+    if log_every is not UNSET:
+        log_every = check_nonnegative_int(log_every, "log_every")
     check_callback(on_log, "on_log", "step, loss, history")
     check_callback(on_start, "on_start", "")
     given = {k: v for k, v in dict(task=task, optimizer=optimizer, lr=lr, seed=seed).items() if v is not UNSET}
@@ -294,6 +299,9 @@ def train_task(
     else:
         settings = {**DEFAULTS, **given}
         run = _run_config(settings["task"], settings["optimizer"], settings["lr"], steps, settings["seed"])
+        run["log_every"] = 0
+    if log_every is not UNSET:  # given: this run's (a resumed run may report differently); else the stored one
+        run["log_every"] = log_every
     if save is not None:  # resuming in place: a bad file is named as the resume it is, not as a save target
         atomic.check_run_target(save)
     try:
@@ -343,7 +351,7 @@ def train_task(
                 run["steps"],
                 start_step=start_step,
                 history=history,
-                log_every=log_every,
+                log_every=run["log_every"],
                 on_log=None if on_log is None else _given_a_copy(on_log, progress),
                 on_step=save_checkpoint,
             )
@@ -373,7 +381,8 @@ def run_train_command(args: Any, out: TextIO) -> int:
     if lm_only:
         raise ConfigError(f"{', '.join(lm_only)}: only for --task lm")
     args.steps = DEFAULT_STEPS if args.steps is None else args.steps
-    args.log_every = 30 if args.log_every is None else args.log_every
+    if args.log_every is None:  # a resumed run goes on with its stored --log-every
+        args.log_every = 30 if args.resume is None else UNSET
     settings = {**DEFAULTS, **given}
 
     def on_start() -> None:
