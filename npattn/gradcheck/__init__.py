@@ -136,7 +136,7 @@ def gradcheck(
     x64 = np.array(x) if ids else np.array(x_arr, dtype=np.float64)
     rng = np.random.default_rng(seed)
 
-    _check_eps(eps, [p.data for p in model.parameters()] + ([x64] if check_input else []))
+    eps_floor = _check_eps(eps, [p.data for p in model.parameters()] + ([x64] if check_input else []))
     model.zero_grad()
     # a forward and a backward on another input first (its gradients then zeroed): a backward that
     # keeps state from its first call (a stale cache, memoised gradients) gives that input's gradient
@@ -161,6 +161,7 @@ def gradcheck(
     first = {name: p.grad.copy() for name, p in model.named_parameters() if isinstance(p.grad, np.ndarray)}
     accumulates = _check_accumulates(model, x64, G, first)
     report = _new_report(out, G, eps, atol, rtol)
+    report.eps_floor = eps_floor
     report.accumulates = accumulates
     atol, noise = report.atol, report.noise
     dtypes = sorted({str(p.dtype) for p in module.parameters()} - {"float64"})

@@ -73,6 +73,7 @@ class GradcheckReport:
     precision: str = ""  # the part of ``note`` that says the forward computes in float32
     unchecked: str = ""  # gradcheck_stage: the inputs not checked ("input0: integer ids, not checked")
     accumulates: str = ""  # gradcheck: why a second backward did not add the same gradient again ("" if it did)
+    eps_floor: float = 0.0  # the smallest eps float64 allows at the perturbed magnitudes (``settings._check_eps``)
 
     @property
     def passed(self) -> bool:
@@ -242,7 +243,16 @@ def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
     above = [c for c in failing if not c.truncation and not c.within_noise]  # the backward's own errors
     truncated = [c for c in failing if c.truncation]
     if truncated and not above:  # eps too large: said first, before any advice on the noise
-        raise ConfigError(truncated[0].truncation)
+        c = truncated[0]
+        said = c.truncation
+        # truncation error falls as eps**2: still above what is allowed at the smallest eps float64 allows here?
+        if "too large" in said and c.max_abs_error * (report.eps_floor / report.eps) ** 2 > c.allowed:
+            said += (
+                f"; but it would still be too large at {report.eps_floor:.2g}, and a smaller eps is too small for "
+                "float64 at the magnitudes perturbed: no single eps can check these inputs in float64 (their "
+                "magnitudes span too wide a range: rescale them)"
+            )
+        raise ConfigError(said)
     _check_can_fail(report)
     _check_resolvable(report)
     if raise_exception and report.accumulates and not report.failures:

@@ -89,8 +89,9 @@ def _check_settings(
     return n_directions
 
 
-def _check_eps(eps: float, perturbed: Sequence[np.ndarray]) -> None:
-    """Refuse an eps too small for float64 at the magnitudes it perturbs (see the module docstring)."""
+def _check_eps(eps: float, perturbed: Sequence[np.ndarray]) -> float:
+    """Refuse an eps too small for float64 at the magnitudes it perturbs (see the module docstring);
+    returns the smallest eps allowed there."""
     largest = max((float(np.max(np.abs(a), initial=0.0)) for a in perturbed), default=0.0)
     smallest = MIN_EPS * max(1.0, largest)
     if eps < smallest:
@@ -100,6 +101,7 @@ def _check_eps(eps: float, perturbed: Sequence[np.ndarray]) -> None:
             f"use eps >= {bound(smallest, below=False)} "
             f"({MIN_EPS:g} times the largest magnitude, at least {MIN_EPS:g})"
         )
+    return smallest
 
 
 def _check_output(out: Any, who: str) -> np.ndarray:

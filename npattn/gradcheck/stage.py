@@ -105,7 +105,7 @@ def gradcheck_stage(
             "as floats (token ids), so there is no gradient to check; integer inputs (token ids) are passed "
             "unchanged next to at least one floating-point input"
         )
-    _check_eps(eps, [arrays[i] for i in floats])
+    eps_floor = _check_eps(eps, [arrays[i] for i in floats])
     rng = np.random.default_rng(seed)
 
     def run() -> tuple[np.ndarray, Any]:
@@ -143,6 +143,7 @@ def gradcheck_stage(
         return float(np.sum(run()[0] * G))
 
     report = _new_report(out, G, eps, atol, rtol)
+    report.eps_floor = eps_floor
     low = sorted({str(d) for a in inputs if (d := getattr(from_tensor(a), "dtype", None)) is not None
                   and d.kind == "f" and d.itemsize < 8})  # fmt: skip
     if low:  # as gradcheck says of a module in another dtype
