@@ -18,6 +18,7 @@ from npattn.debug.trace import Trace, trace
 from npattn.debug.weights import all_float64, refuse_biases, to_numpy, weights_of
 from npattn.errors import ConfigError
 from npattn.nn.module import Module
+from npattn.nn.passes import kept_forward
 
 __all__ = ["Comparison", "StageDiff", "compare"]
 
@@ -159,7 +160,8 @@ def _stages_of(
     """(name -> array, the returned output or None) for a Module (traced), a Trace, or a function
     returning an array (its context_vec and its output) or a mapping (its ``output`` entry, if any)."""
     if isinstance(impl, Module):
-        impl = trace(impl, x)
+        with kept_forward(impl):  # a check: the module's last forward (what its backward differentiates) is kept
+            impl = trace(impl, x)
     if isinstance(impl, Trace):
         found: dict[str, np.ndarray] = {}
         for stage in impl.stages:
