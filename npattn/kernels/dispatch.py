@@ -309,7 +309,7 @@ def _torch_names(causal: Any, is_causal: Any, attn_mask: Any, scale: Any, head_d
             number = None if number not in _book_scale_rounded(book) else book  # 1/sqrt(k) held in a narrower float
         if number is None:
             raise ConfigError(
-                f"attention: scale={scale!r:.40} is not supported: npattn scales the scores by 1/sqrt(k) = {book:.6g} "
+                f"attention: scale={scale!r:.40} is not supported: npattn scales the scores by 1/sqrt(k) = {book!r} "
                 "(the book's); to scale by s, multiply the queries by s * sqrt(k)"
             )
     if is_causal is not None:
@@ -321,11 +321,20 @@ def _torch_names(causal: Any, is_causal: Any, attn_mask: Any, scale: Any, head_d
 
 def _book_scale_rounded(book: float) -> set[float]:
     """1/sqrt(k) rounded to float32, float16 and bfloat16 (a tensor of the book's scale in those
-    dtypes holds one of these), as Python floats."""
+    dtypes holds one of these), as Python floats; for float32 and float16, when 1/sqrt(k) is not one
+    of their numbers, also the numbers one unit in the last place on either side (1/sqrt(k) computed
+    in that dtype, ``1 / np.sqrt(np.float32(7))``, rounds twice and may land there; an exact 0.5 has
+    no such neighbours: 0.5005 is another scale)."""
     f32 = np.float32(book)
     bits = int(f32.view(np.uint32))
     bf16 = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16  # round to nearest even at bfloat16's 8 bits
-    return {float(f32), float(np.float16(book)), float(np.uint32(bf16).view(np.float32))}
+    rounded = {float(np.uint32(bf16).view(np.float32))}
+    for narrow in (f32, np.float16(book)):
+        rounded.add(float(narrow))
+        if float(narrow) != book:
+            rounded |= {float(np.nextafter(narrow, narrow.dtype.type(0))),
+                        float(np.nextafter(narrow, narrow.dtype.type(np.inf)))}  # fmt: skip
+    return rounded
 
 
 def attention_backward(d_context_vec: np.ndarray, cache: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -73,3 +73,23 @@ def test_a_bfloat16_tensor_of_the_books_scale_runs():
     q = np.random.default_rng(2).standard_normal((4, 3))
     got, _ = kernels.attention(q, q, q, scale=torch.tensor(1 / np.sqrt(3), dtype=torch.bfloat16))
     np.testing.assert_array_equal(got, kernels.attention(q, q, q)[0])
+
+
+@pytest.mark.parametrize("k", [3, 5, 7, 96])
+@pytest.mark.parametrize("narrow", [np.float32, np.float16])
+def test_the_books_scale_computed_in_a_narrower_float_is_accepted(k, narrow):
+    """1 / sqrt(k) computed in float32 or float16 rounds twice (an ulp off its rounding for k=7, 96)."""
+    from npattn.kernels import attention
+
+    q = np.random.default_rng(k).standard_normal((4, k))
+    scale = float(narrow(1) / np.sqrt(narrow(k)))
+    out, _ = attention(q, q, q, scale=scale)
+    np.testing.assert_array_equal(out, attention(q, q, q)[0])
+
+
+def test_a_refused_scale_names_the_books_in_full():
+    from npattn.kernels import attention
+
+    q = np.ones((4, 7))
+    with pytest.raises(ConfigError, match=r"1/sqrt\(k\) = 0\.3779644730092272 \(the book's\)"):
+        attention(q, q, q, scale=0.3779645)
