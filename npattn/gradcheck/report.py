@@ -247,10 +247,11 @@ def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
         said = c.truncation
         # truncation error falls as eps**2: still above what is allowed at the smallest eps float64 allows here?
         if "too large" in said and c.max_abs_error * (report.eps_floor / report.eps) ** 2 > c.allowed:
-            said += (
-                f"; but it would still be too large at {report.eps_floor:.2g}, and a smaller eps is too small for "
-                "float64 at the magnitudes perturbed: no single eps can check these inputs in float64 (their "
-                "magnitudes span too wide a range: rescale them)"
+            said = said.replace(
+                "; use a smaller eps (the default is 1e-6)",
+                f"; it would still be too large at {report.eps_floor:.2g}, below which eps is too small for float64 "
+                "at the magnitudes perturbed: no single eps can check these inputs in float64 (their magnitudes span "
+                "too wide a range: rescale them)",
             )
         raise ConfigError(said)
     _check_can_fail(report)
