@@ -69,3 +69,29 @@ def test_a_wrong_backward_still_fails_at_a_large_eps(monkeypatch, eps, factor):
     else:
         with pytest.raises(ConfigError, match="is too large for input0"):
             npattn.gradcheck_stage(F.gelu_forward, right, inputs, eps=eps)
+
+
+@pytest.mark.parametrize("factor", [-1.0, 0.0, 1.1, 1.0001])
+@pytest.mark.parametrize("eps", [0.1, 15.0])
+def test_a_wrong_module_at_a_huge_eps_is_called_wrong_not_eps(factor, eps):
+    """A sign flip's error halved at eps / 2 (its truncation part went) but stayed a million times the
+    allowed: it was called eps's fault. At smaller steps the differences settle off the backward."""
+
+    class Wrong(npattn.SelfAttention_v1):
+        def backward(self, grad_output):
+            dx = super().backward(grad_output)
+            self.W_query.grad *= factor
+            return dx
+
+    with pytest.raises(GradcheckError, match=r"gradient of W_query is wrong.*the differences settle at"):
+        npattn.gradcheck(Wrong(3, 2, rng=123, dtype=np.float64), X, eps=eps)
+
+
+@pytest.mark.parametrize("eps", [0.3, 15.0, 50.0])
+def test_a_wrong_stage_at_a_huge_eps_is_called_wrong_not_eps(eps):
+    def wrong(d_out, cache):
+        return tuple(g * 1.01 for g in F.gelu_backward(d_out, cache))
+
+    inputs = [np.random.default_rng(2).standard_normal((3, 5))]
+    with pytest.raises(GradcheckError, match="gradient of input0 is wrong"):
+        npattn.gradcheck_stage(F.gelu_forward, wrong, inputs, eps=eps)

@@ -101,26 +101,54 @@ def _truncation(
     numerical: np.ndarray,
     analytic: np.ndarray,
     directions: np.ndarray | None,
-) -> str:
-    """Why a failing tensor is failed by its differences, not its backward: its error shrinks at a
-    smaller step (``_ladder``: truncation error falls as eps**2, a wrong backward's error does not);
-    "" when it does not. ``_finish`` raises it as a ConfigError when every failing tensor is so (eps is
-    too large), and fails the backward when any is not. Halving alone missed an eps far beyond the
-    scale on which the loss is smooth (eps=15 on the book's inputs: its error did not halve at 7.5)."""
+    tolerance: tuple[float, float, float],
+) -> tuple[str, str]:
+    """(why a failing tensor is failed by its differences, not its backward; why its backward is
+    wrong), each "" when not found, tried at smaller steps (``_ladder``) with ``tolerance`` = (atol,
+    the allowed error at eps, the differences' rounding noise at eps, which grows as 1 / step):
+    - at a smaller step the tensor passes: eps is too large (truncation error falls as eps**2);
+    - the differences settle (two steps agree to 1% of their size and a tenth of their error; far
+      beyond the loss's scale they agree only by being near 0) off the backward by more than is
+      allowed with the noise at that step: the backward is
+      wrong, whatever the noise at eps (a sign flip's error halved at eps / 2 but stayed a million
+      times the allowed, and was called eps's fault);
+    - the error shrinks to half but the differences never settle down to the smallest step: eps is
+      too large for the scale on which the loss is smooth (eps=15 on the book's inputs: its error
+      did not halve at 7.5, and a correct module was called wrong).
+    ``_finish`` raises it as a ConfigError when every failing tensor is so, and fails the backward
+    when any is not. A wrong backward's differences settle at the first step (one extra pass)."""
+    atol, allowed, rounding = tolerance
     at_eps = float(np.max(np.abs(numerical - analytic)))
+    before, shrank = numerical, None
     for h in _ladder(eps, target):
         try:
             smaller = _numerical(target, loss, h, directions)
         except ConfigError:  # the forward is not finite there
             break
-        at_h = float(np.max(np.abs(smaller - analytic)))
-        if at_h < 0.5 * at_eps:
-            return (
-                f"gradcheck: eps={eps:g} is too large for {name}: its differences are off by {at_eps:.3g} at eps and "
-                f"by {at_h:.3g} at {h:g} (truncation error, which falls as eps**2), so they, not the backward, are "
-                "wrong; use a smaller eps (the default is 1e-6)"
+        error = np.abs(smaller - analytic)
+        at_h = float(np.max(error))
+        noise = rounding * eps / h
+        passes = at_h <= allowed + noise and bool(np.all(error <= atol + DETECTS * np.abs(smaller) + noise))
+        if passes and at_h < 0.5 * at_eps:  # shrunk to within what is allowed
+            shrank = (h, at_h)
+            break
+        moved = float(np.max(np.abs(smaller - before)))
+        if at_h > allowed + noise and moved <= 0.1 * at_h and moved <= 0.01 * float(np.max(np.abs(smaller))):
+            worst = np.unravel_index(int(np.argmax(error)), error.shape)
+            return "", (  # the differences agree with one another (to 1%), not with the backward
+                f"at step {h:g} the differences settle at {float(smaller[worst]):.10g} there (analytical "
+                f"{float(analytic[worst]):.10g}), so the backward, not eps, is wrong"
             )
-    return ""
+        if shrank is None and at_h < 0.5 * at_eps:
+            shrank = (h, at_h)
+        before = smaller
+    if shrank is None:
+        return "", ""
+    return (
+        f"gradcheck: eps={eps:g} is too large for {name}: its differences are off by {at_eps:.3g} at eps and by "
+        f"{shrank[1]:.3g} at {shrank[0]:g} (truncation error, which falls as eps**2), so they, not the backward, are "
+        "wrong; use a smaller eps (the default is 1e-6)"
+    ), ""
 
 
 def _compare(
@@ -176,10 +204,11 @@ def _compare(
     if float(np.max(error)) <= allowed and np.any(error > own):
         worst = np.unravel_index(int(np.argmax(error / own)), error.shape)
         element = float(own[worst])
-    floor, truncation = None, ""
+    floor, truncation, settled = None, "", ""
     if step == eps and (element is not None or float(np.max(error)) > allowed):  # failed at eps: why?
         floor = _noise_floor(target, loss, eps, numerical, rounding, directions)
-        truncation = _truncation(name, target, loss, eps, numerical, analytic, directions)
+        tolerance = (atol, allowed, rounding)
+        truncation, settled = _truncation(name, target, loss, eps, numerical, analytic, directions, tolerance)
     return TensorCheck(
         name=name,
         shape=target.shape,
@@ -197,6 +226,7 @@ def _compare(
         element_error=None if element is None else float(error[worst]),
         noise_floor=floor,
         truncation=truncation,
+        settled=settled,
     )
 
 

@@ -36,11 +36,14 @@ class TensorCheck:
     element_error: float | None = None  # its allowance and its error (worst_index, numerical, analytical: it)
     noise_floor: float | None = None  # failed at eps: the error the differences themselves may carry
     truncation: str = ""  # failed at eps by the differences' truncation error (``compare._truncation``)
+    settled: str = ""  # failed at eps, and at a smaller step the differences settle off the backward: it is wrong
 
     @property
     def within_noise(self) -> bool:
         """Failed with an error no larger than the differences' own noise: the check cannot tell."""
         error = self.element_error if self.element_allowed is not None else self.max_abs_error
+        if self.settled:  # the differences told, at a smaller step
+            return False
         return not self.passed and self.noise_floor is not None and error is not None and error <= self.noise_floor
 
     @property
@@ -243,10 +246,9 @@ def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
     above = [c for c in failing if not c.truncation and not c.within_noise]  # the backward's own errors
     truncated = [c for c in failing if c.truncation]
     if truncated and not above:  # eps too large: said first, before any advice on the noise
-        c = truncated[0]
-        said = c.truncation
-        # truncation error falls as eps**2: still above what is allowed at the smallest eps float64 allows here?
-        if "too large" in said and c.max_abs_error * (report.eps_floor / report.eps) ** 2 > c.allowed:
+        said = truncated[0].truncation
+        # truncation error falls as eps**2: any still above what is allowed at the smallest eps float64 allows here?
+        if any(c.max_abs_error * (report.eps_floor / report.eps) ** 2 > c.allowed for c in truncated):
             said = said.replace(
                 "; use a smaller eps (the default is 1e-6)",
                 f"; it would still be too large at {report.eps_floor:.2g}, below which eps is too small for float64 "
@@ -264,6 +266,8 @@ def _finish(report: GradcheckReport, raise_exception: bool) -> GradcheckReport:
         off = f"max abs error {c.max_abs_error:.3e} > allowed {c.allowed:.3e}"
         if c.element_allowed is not None:
             off = f"error {c.element_error:.3e} > atol + 0.01% of its own value, {c.element_allowed:.3e}"
+        if c.settled:
+            off += f"; {c.settled}"
         first = f"{report.reason}\n" if report.reason else ""  # said once, first
         table = str(report).removesuffix("\n" + report.reason) if report.reason else str(report)
         raise GradcheckError(
