@@ -164,7 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--seed", type=SEED, default=None, help="seed of the weights and the data (default: 123)")
     train.add_argument(
-        "--log-every", type=COUNT, default=None, help="print a progress line every N steps (default: 30; 0: never)"
+        "--log-every",
+        type=COUNT,
+        default=None,
+        help="print a progress line every N steps (default: 30, or on --resume the run's own; 0: never)",
     )
     train.add_argument("--save", metavar="FILE", help="write a checkpoint (.npz) here (atomically)")
     train.add_argument(

@@ -321,7 +321,7 @@ def _torch_names(causal: Any, is_causal: Any, attn_mask: Any, scale: Any, head_d
 
 def _book_scale_rounded(book: float) -> set[float]:
     """1/sqrt(k) rounded to float32, float16 and bfloat16 (a tensor of the book's scale in those
-    dtypes holds one of these), as Python floats; for float32 and float16, when 1/sqrt(k) is not one
+    dtypes holds one of these), as Python floats; for each of them, when 1/sqrt(k) is not one
     of their numbers, also the numbers one unit in the last place on either side (1/sqrt(k) computed
     in that dtype, ``1 / np.sqrt(np.float32(7))``, rounds twice and may land there; an exact 0.5 has
     no such neighbours: 0.5005 is another scale)."""
@@ -329,6 +329,8 @@ def _book_scale_rounded(book: float) -> set[float]:
     bits = int(f32.view(np.uint32))
     bf16 = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16  # round to nearest even at bfloat16's 8 bits
     rounded = {float(np.uint32(bf16).view(np.float32))}
+    if rounded != {book}:  # bfloat16 one unit in its last place (2**16 in float32's bits) on either side
+        rounded |= {float(np.uint32(bf16 + step).view(np.float32)) for step in (-(1 << 16), 1 << 16)}
     for narrow in (f32, np.float16(book)):
         rounded.add(float(narrow))
         if float(narrow) != book:

@@ -152,8 +152,9 @@ class Optimizer:
                     f"{where}'params' is a single Parameter, expected a list of them: assign [p] (the constructor "
                     "and add_param_group take one alone and list it)"
                 )
-            if method != "step":  # step checks each group as it reads it
-                others += self._check_params(params, where, others)
+            if method != "step" and not (isinstance(params, (list, tuple)) and not params):
+                others += self._check_params(params, where, others)  # step checks each group as it reads it; an
+                # emptied group (a way to freeze its parameters) is refused by step alone, as before
 
     def add_param_group(self, group: dict[str, Any]) -> None:
         """Add ``{"params": [...], "lr": ..., ...}``; missing settings take the defaults. The group is a

@@ -48,7 +48,15 @@ LM_OPTIONS = (*tuple(f.name for f in dataclasses.fields(LMSettings) if f.name no
 
 
 RUN_KEYS = ("task", "optimizer", "lr", "seed", "steps", "log_every")
-ADDED_RUN_KEYS = ("log_every",)  # absent from checkpoints written before it was stored: log_every 0 then
+ADDED_RUN_KEYS = ("log_every",)  # absent from checkpoints written before it was stored (see StoredOr)
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredOr:
+    """``train_task(log_every=StoredOr(30))``: the resumed checkpoint's log_every, or ``value`` for a
+    checkpoint written before it was stored (``npattn train``'s default; ``train_task``'s is 0)."""
+
+    value: int
 CHECKPOINT_KEYS = ("run", "step", "model", "optimizer", "history")
 
 
@@ -98,7 +106,9 @@ def _check_given(given: dict[str, Any]) -> None:
     OPTIMIZERS[settings["optimizer"]]([Parameter(np.zeros(1))], lr=settings["lr"])
 
 
-def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], int]:
+def _read_run(
+    path: Any, steps: Any, given: dict[str, Any], before: int = 0
+) -> tuple[dict[str, Any], dict[str, Any], int]:
     """A training checkpoint's entries, its run settings (checked like new ones, and against the
     settings ``given``) and its step count. The caller's ``steps`` and ``given`` are checked first,
     as a fresh run checks them (ConfigError, its message): a bad value is the caller's, not the file's."""
@@ -129,7 +139,7 @@ def _read_run(path: Any, steps: Any, given: dict[str, Any]) -> tuple[dict[str, A
     check_resumed_settings(given, stored, lambda k: f"--{k}")
     try:
         run = _run_config(stored["task"], stored["optimizer"], stored["lr"], steps, stored["seed"])
-        run["log_every"] = check_nonnegative_int(stored.get("log_every", 0), "log_every")
+        run["log_every"] = check_nonnegative_int(stored.get("log_every", before), "log_every")
         start_step = check_nonnegative_int(saved["step"], "the checkpoint's step")
     except ConfigError as exc:
         raise CheckpointError(f"{name!r} holds a bad run setting: {exc}") from None
@@ -252,7 +262,7 @@ def train_task(
     save: str | os.PathLike[str] | None = None,
     save_every: int = 0,
     resume: str | os.PathLike[str] | None = None,
-    log_every: int = UNSET,
+    log_every: int | StoredOr = UNSET,
     on_log: Callable[[int, float, History], None] | None = None,
     on_start: Callable[[], None] | None = None,
 ) -> tuple[Module, Optimizer, History, Any]:
@@ -270,7 +280,8 @@ def train_task(
     ``on_start()`` runs then (``npattn train`` prints its header there, so an error comes alone).
     ``on_log(step, loss, history)`` is called at every log (every ``log_every`` steps; 0: none; not
     given: 0, or on resume the run's own, which the checkpoint stores, 0 for a checkpoint written
-    before it did) with a copy of the history.
+    before it did; ``StoredOr(n)``: the run's own, n for such a checkpoint or a new run) with a copy
+    of the history.
 
     Raises:
         ConfigError: unknown task or optimizer, a learning rate the optimizer refuses, a negative
@@ -284,6 +295,9 @@ def train_task(
             non-finite; the message says which checkpoint, if any, this run wrote last.
     """
     save_every = check_nonnegative_int(save_every, "save_every")
+    before = 0  # a resumed checkpoint without a stored log_every: train_task's default
+    if isinstance(log_every, StoredOr):
+        before, log_every = check_nonnegative_int(log_every.value, "log_every"), UNSET
     if log_every is not UNSET:
         log_every = check_nonnegative_int(log_every, "log_every")
     check_callback(on_log, "on_log", "step, loss, history")
@@ -295,11 +309,11 @@ def train_task(
         atomic.check_run_target(save, holds=False)  # what it holds: after the resume is read
     start_step = 0
     if resume is not None:
-        saved, run, start_step = _read_run(resume, steps, given)
+        saved, run, start_step = _read_run(resume, steps, given, before)
     else:
         settings = {**DEFAULTS, **given}
         run = _run_config(settings["task"], settings["optimizer"], settings["lr"], steps, settings["seed"])
-        run["log_every"] = 0
+        run["log_every"] = before
     if log_every is not UNSET:  # given: this run's (a resumed run may report differently); else the stored one
         run["log_every"] = log_every
     if save is not None:  # resuming in place: a bad file is named as the resume it is, not as a save target
@@ -382,7 +396,7 @@ def run_train_command(args: Any, out: TextIO) -> int:
         raise ConfigError(f"{', '.join(lm_only)}: only for --task lm")
     args.steps = DEFAULT_STEPS if args.steps is None else args.steps
     if args.log_every is None:  # a resumed run goes on with its stored --log-every
-        args.log_every = 30 if args.resume is None else UNSET
+        args.log_every = 30 if args.resume is None else StoredOr(30)
     settings = {**DEFAULTS, **given}
 
     def on_start() -> None:

@@ -93,3 +93,13 @@ def test_a_refused_scale_names_the_books_in_full():
     q = np.ones((4, 7))
     with pytest.raises(ConfigError, match=r"1/sqrt\(k\) = 0\.3779644730092272 \(the book's\)"):
         attention(q, q, q, scale=0.3779645)
+
+
+@pytest.mark.parametrize("k", [11, 19, 29, 34, 44])
+def test_the_books_scale_computed_in_bfloat16_is_accepted(k):
+    torch = pytest.importorskip("torch")
+    q = np.random.default_rng(k).standard_normal((4, k))
+    scale = torch.tensor(float(k), dtype=torch.bfloat16).rsqrt()  # an ulp off the rounded 1/sqrt(k) here
+    np.testing.assert_array_equal(kernels.attention(q, q, q, scale=scale)[0], kernels.attention(q, q, q)[0])
+    with pytest.raises(ConfigError, match="is not supported"):  # 0.5 is exact: its neighbour is another scale
+        kernels.attention(q[:, :4], q[:, :4], q[:, :4], scale=torch.tensor(0.50390625, dtype=torch.bfloat16))

@@ -48,3 +48,13 @@ def test_fit_names_the_edited_group_before_training():
     x, y = np.ones((2, 3)), np.zeros((2, 2))
     with pytest.raises(ConfigError, match=r"fit: SGD: parameter group 0: 'params' is a single Parameter"):
         npattn.fit(model, opt, npattn.MSELoss(), lambda step: (x, y), steps=1)
+
+
+def test_an_emptied_group_is_still_saved_and_zeroed_as_before():
+    P, opt = _stepped()
+    opt.add_param_group({"params": [npattn.Parameter(np.ones(2))]})
+    opt.param_groups[1]["params"] = []  # its parameter frozen by removing it
+    opt.zero_grad()
+    assert opt.state_dict()["param_groups"][1]["params"] == []
+    with pytest.raises(ConfigError, match="a parameter group has no parameters"):
+        opt.step()  # refused by step, as it was

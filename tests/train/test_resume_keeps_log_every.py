@@ -63,12 +63,27 @@ def test_the_command_resumed_without_log_every_logs_as_the_run_did(tmp_path):
     assert _same(_history(tmp_path / "a.npz"), _history(tmp_path / "b.npz"))
 
 
-def test_a_checkpoint_written_before_log_every_was_stored_resumes_with_none(tmp_path, monkeypatch):
+def _older(tmp_path):
+    """A checkpoint as npattn wrote it before log_every was stored (stopped after step 13, logs at 7)."""
     _stopped_at(14, tmp_path / "b.npz", log_every=7)
     saved = npattn.load(str(tmp_path / "b.npz"))
     del saved["run"]["log_every"]
     del saved["digest"]
     npattn.save(npattn.train.digest.stamped(saved), str(tmp_path / "old.npz"))
-    npattn.train_task(resume=str(tmp_path / "old.npz"), save=str(tmp_path / "old.npz"), steps=40)
-    assert [int(s) for s in _history(tmp_path / "old.npz")["log_steps"]] == [7, 40]
     assert command.ADDED_RUN_KEYS == ("log_every",)
+    return str(tmp_path / "old.npz")
+
+
+def test_a_checkpoint_written_before_log_every_was_stored_resumes_with_train_tasks_default(tmp_path):
+    old = _older(tmp_path)
+    npattn.train_task(resume=old, save=old, steps=40)
+    assert [int(s) for s in _history(old)["log_steps"]] == [7, 40]
+
+
+def test_the_command_resumes_such_a_checkpoint_with_its_default_of_30(tmp_path):
+    old = _older(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "npattn", "train", "--resume", old, "--save", old, "--steps", "40"],
+                          cwd=tmp_path, env=ENV, check=True, capture_output=True, text=True)  # fmt: skip
+    assert [line.split()[0] for line in done.stdout.splitlines()[2:4]] == ["30", "40"]
+    assert [int(s) for s in _history(old)["log_steps"]] == [7, 30, 40]
+    assert npattn.load(old)["run"]["log_every"] == 30
