@@ -200,6 +200,9 @@ def _check(
         said = f"{user.name} returned {describe_value(returned)}, expected the output alone (it returns (output, cache)"
         raise DTypeError(f"{said} next to its backward): {user.pair}")
     output = returned_array(returned, user.name, user.pair)  # npattn's conversion, outside the user's code
+    # copied now: code that writes every result into one buffer of its own would change this output at its
+    # next call (the report printed another call's values, and the check outside the process disagreed)
+    output = np.array(output, copy=True)
     if output.dtype.kind not in "fiu":  # never compared after a silent conversion (complex, strings, objects)
         what = "None (a missing return?)" if returned is None else f"an output of dtype {output.dtype}"
         raise DTypeError(f"{user.name} returned {what}, expected a real floating array")
