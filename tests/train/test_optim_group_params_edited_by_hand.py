@@ -51,7 +51,7 @@ def test_fit_names_the_edited_group_before_training():
 
 
 def test_an_emptied_group_is_still_saved_and_zeroed_as_before():
-    P, opt = _stepped()
+    _, opt = _stepped()
     opt.add_param_group({"params": [npattn.Parameter(np.ones(2))]})
     opt.param_groups[1]["params"] = []  # its parameter frozen by removing it
     opt.zero_grad()
