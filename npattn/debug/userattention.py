@@ -94,6 +94,8 @@ class UserAttention:
     def _construct(self, d_in: int, d_out: int, dropout: float = 0.0) -> Any:
         """The class built with the first of the book's call forms its constructor accepts."""
         forms: list[tuple[Any, ...]] = [(d_in, d_out), (d_in, d_out, BOOK_CONTEXT_LENGTH, dropout)]
+        if _takes_context_length(self.target):  # the book's causal signature, its extras defaulted or not
+            forms.reverse()
         if self.num_heads:
             forms = [(d_in, d_out, BOOK_CONTEXT_LENGTH, dropout, self.num_heads)]
         args = next((form for form in forms if accepts_positional(self.target, len(form)) is not False), forms[0])
@@ -108,7 +110,7 @@ class UserAttention:
             ) from exc
         if dropout == 0.0:
             self.built_as = built_as
-            self.causal = len(args) >= len(forms[-1]) >= 4
+            self.causal = len(args) >= 4
         return obj
 
     @property
@@ -271,6 +273,14 @@ def load_attention(spec: str) -> UserAttention:
             f"(no file {path_text!r}; the file is {path_text.partition(':')[0]!r}?)"
         )
     return attention_from_module(_import_file(path_text), name, path_text)
+
+
+def _takes_context_length(cls: Any) -> bool:
+    """A constructor with a parameter named context_length (the book's CausalAttention), even with a default."""
+    try:
+        return "context_length" in inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # no signature to read
+        return False
 
 
 def _import_file(path_text: str) -> ModuleType:
