@@ -94,11 +94,10 @@ class UserAttention:
     def _construct(self, d_in: int, d_out: int, dropout: float = 0.0) -> Any:
         """The class built with the first of the book's call forms its constructor accepts."""
         forms: list[tuple[Any, ...]] = [(d_in, d_out), (d_in, d_out, BOOK_CONTEXT_LENGTH, dropout)]
-        if _takes_context_length(self.target):  # the book's causal signature, its extras defaulted or not
-            forms.reverse()
         if self.num_heads:
             forms = [(d_in, d_out, BOOK_CONTEXT_LENGTH, dropout, self.num_heads)]
-        args = next((form for form in forms if accepts_positional(self.target, len(form)) is not False), forms[0])
+        tried = forms[::-1] if _takes_context_length(self.target) else forms  # the book's causal signature
+        args = next((form for form in tried if accepts_positional(self.target, len(form)) is not False), forms[0])
         built_as = f"{self.name}({', '.join(map(str, args))})"
         try:
             obj = self.target(*args)
