@@ -77,7 +77,10 @@ def _child(conn: Connection, spec: str, alive: tuple[int, int] | None, timeout: 
         _watchdog(conn, alive, timeout + GRACE)
     # The file's own modules beside it, also imported inside its functions as they run (the import
     # alone has that folder on the path): this process is the check's and ends with it.
-    sys.path.insert(0, os.path.dirname(os.path.realpath(spec.rpartition(":")[0] or ".")))
+    try:
+        sys.path.insert(0, os.path.dirname(os.path.realpath(spec.rpartition(":")[0] or ".")))
+    except OSError:  # the current folder was removed: the file is not found, which the check reports
+        pass
     result: tuple[Any, ...]
     try:
         report = check_attention(spec)

@@ -379,10 +379,13 @@ def atomic_write(
             os.fsync(f.fileno())
             _keep_mode_set_meanwhile(real, old, f.fileno(), text, what)
             written = os.fstat(f.fileno())
-        if guard is not None:
-            guard.check()
-        os.replace(tmp, real)
-        tmp = None
+            if os.name == "posix":  # renamed while open: its stat after the rename, whose ctime the rename set
+                _replace(tmp, real, guard)
+                tmp = None
+                written = os.fstat(f.fileno())
+        if tmp is not None:
+            _replace(tmp, real, guard)
+            tmp = None
         if guard is not None:
             guard.wrote(written)
     except OSError as exc:
@@ -394,6 +397,13 @@ def atomic_write(
             os.unlink(tmp)
     _fsync_folder(folder)
     return written
+
+
+def _replace(tmp: str, real: str, guard: Any) -> None:
+    """The new file put in place, once ``guard`` (if any) finds the path as the run left it."""
+    if guard is not None:
+        guard.check()
+    os.replace(tmp, real)
 
 
 def _keep_mode_set_meanwhile(real: str, old: os.stat_result | None, fd: int, text: str, what: str) -> None:

@@ -13,10 +13,26 @@ from npattn.train.atomic import as_path
 __all__ = ["SaveGuard"]
 
 
-def _file_id(st: os.stat_result) -> tuple[int, ...]:
-    """Kind, device, inode, size and mtime: the size and time tell apart a file rewritten in place
-    or a new file that reuses a freed inode."""
-    return (stat.S_IFMT(st.st_mode), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+def _file_id(st: os.stat_result) -> tuple[Any, ...]:
+    """Kind, device, inode, size and mtime (the size and time tell apart a file rewritten in place or
+    a new file that reuses a freed inode), then (ctime, mode, links, owner, group): ``_same``."""
+    meta = (st.st_ctime_ns, st.st_mode, st.st_nlink, st.st_uid, st.st_gid)
+    return (stat.S_IFMT(st.st_mode), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, meta)
+
+
+def _same(now: tuple[Any, ...] | None, was: tuple[Any, ...] | None) -> bool:
+    """Two states (the path's id, its symlink's target's id or None) of one file as the run left it.
+    The ctime must agree too (a program can put back the mtime, as ``touch -r`` does, not the ctime)
+    unless the mode, links or owner changed, which change the ctime alone (a ``chmod``, a hard link
+    made for a backup: the run goes on and keeps the new mode)."""
+    if now is None or was is None:
+        return now is was
+    for a, b in zip(now, was):
+        if (a is None) != (b is None):
+            return False
+        if a is not None and (a[:5] != b[:5] or (a[5][1:] == b[5][1:] and a[5][0] != b[5][0])):
+            return False
+    return True
 
 
 class SaveGuard:
@@ -62,8 +78,10 @@ class SaveGuard:
         except OSError as exc:
             raise CheckpointError(f"cannot examine {self.what} {self.path!r}: {exc.strerror or exc}") from None
         was = self.state
-        if now is None or now == was or (was is not None and now[0] == was[0] and now[1] is None):
-            return  # unchanged, removed, or a symlink given at the start whose target was removed
+        if now is None or _same(now, was):
+            return  # unchanged, or removed
+        if was is not None and now[1] is None and _same((now[0], None), (was[0], None)):
+            return  # a symlink given at the start whose target was removed
         since = "the run started" if self.step is None else f"this run last wrote it at step {self.step}"
         raise CheckpointError(
             f"cannot write {self.what} {self.path!r}: it now holds {self._found(now, was)}, put there since {since} "
@@ -93,7 +111,7 @@ class SaveGuard:
             mode = os.stat(self.path).st_mode
         except OSError:
             return False
-        return self.written_mode is not None and now == self.state and mode == self.written_mode
+        return self.written_mode is not None and _same(now, self.state) and mode == self.written_mode
 
     def wrote(self, written: os.stat_result) -> None:
         """The run's write of ``written`` (its descriptor's stat) is now at the path."""
