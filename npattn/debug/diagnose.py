@@ -172,6 +172,7 @@ class Mistake:
     explanation: str
     variant: Mapping[str, str]
     causal_only: bool = False
+    self_only: bool = False  # a mistake of self-attention code: it applies the causal mask
 
     def reproduce(
         self,
@@ -184,7 +185,7 @@ class Mistake:
     ) -> np.ndarray:
         """The output this mistake gives on x with these weights (and biases)."""
         options = dict(self.variant)
-        causal = causal and not self.causal_only  # causal_only: the mistake is forgetting the mask itself
+        causal = (causal and not self.causal_only) or self.self_only  # the mistake is the mask, missing or there
         return attention_variant(x, W_query, W_key, W_value, causal=causal, biases=biases, **options)
 
 
@@ -213,6 +214,14 @@ CATALOGUE: tuple[Mistake, ...] = (
         {"context": "x"},
     ),
     Mistake("missing_causal_mask", "no causal mask: every token also attends to the tokens after it", {}, True),
+    Mistake(
+        "unexpected_causal_mask",
+        "a causal mask where self-attention has none: this is causal attention (section 3.5); a function of "
+        "(x, W_query, W_key, W_value) is checked as self-attention: check causal code as a class whose "
+        "constructor takes context_length",
+        {},
+        self_only=True,
+    ),
 )
 
 
@@ -385,7 +394,7 @@ def diagnose(
     rounding = 0.0 if atol is not None else rounding_allowance(raw, queries, keys, values, expected, causal=causal)
     prediction = predict_shapes(x64.shape[-2], Wq.shape[0], Wq.shape[1], batch=x64.shape[0] if x64.ndim == 3 else None)
     shape_check = check_shapes(prediction, out)
-    candidates = [m for m in catalogue if causal or not m.causal_only]
+    candidates = [m for m in catalogue if (causal or not m.causal_only) and not (causal and m.self_only)]
     symptoms: list[Symptom] = []
     if out.shape != expected.shape:
         symptoms.append(

@@ -82,6 +82,13 @@ def values_not_projected(x, Wq, Wk, Wv):
     return _softmax(q @ k.T / np.sqrt(k.shape[1])) @ x
 
 
+def unexpected_causal_mask(x, Wq, Wk, Wv):
+    q, k, v = x @ Wq, x @ Wk, x @ Wv
+    s = q @ k.T
+    s = np.where(np.triu(np.ones(s.shape, bool), 1), -np.inf, s)
+    return _softmax(s / np.sqrt(k.shape[1])) @ v
+
+
 PLANTED = [
     softmax_wrong_axis,
     missing_scale,
@@ -94,6 +101,7 @@ PLANTED = [
     context_from_keys,
     weights_transposed,
     values_not_projected,
+    unexpected_causal_mask,
 ]
 
 

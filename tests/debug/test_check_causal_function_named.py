@@ -1,0 +1,24 @@
+"""A correct causal function of (x, W_query, W_key, W_value), checked as self-attention (a function
+is), is failed with the catalogued mistake that says so, ``unexpected_causal_mask``, and how to
+check it as causal (it was "no catalogued mistake reproduces it")."""
+
+import npattn
+
+CAUSAL_FN = '''import numpy as np
+
+def causal_fn(x, W_query, W_key, W_value):
+    q, k, v = x @ W_query, x @ W_key, x @ W_value
+    s = q @ np.swapaxes(k, -1, -2)
+    n = s.shape[-1]
+    s = np.where(np.triu(np.ones((n, n), bool), 1), -np.inf, s) / np.sqrt(k.shape[-1])
+    a = np.exp(s - s.max(-1, keepdims=True))
+    return (a / a.sum(-1, keepdims=True)) @ v
+'''
+
+
+def test_a_causal_function_is_told_it_is_causal_attention(tmp_path):
+    (tmp_path / "kinds.py").write_text(CAUSAL_FN)
+    report = npattn.check_attention(str(tmp_path / "kinds.py") + ":causal_fn")
+    assert not report.passed
+    assert report.diagnosis.matches == ("unexpected_causal_mask",)
+    assert "check causal code as a class whose constructor takes context_length" in str(report)
