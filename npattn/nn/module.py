@@ -1,13 +1,11 @@
 """Parameter and Module: the parts of PyTorch's nn.Module that npattn needs, with the same names.
 
-A Module registers every Parameter, buffer and sub-Module assigned to it as an attribute, in
-assignment order, and offers ``parameters``, ``named_parameters`` (dotted names such as
-``heads.0.W_query.weight``), ``state_dict``/``load_state_dict``, ``train``/``eval``,
-``zero_grad``, ``requires_grad_``, ``to(dtype)``/``to("cpu")`` and ``__call__ -> forward``
-(``ModuleList`` and ``Sequential`` live in :mod:`npattn.nn.sequential`). Unlike PyTorch there is no autograd:
-each Module implements ``backward(grad_output)`` by hand, which returns the gradient with
-respect to the input and *accumulates* into every Parameter's ``.grad``.
-The state-dict load's checks and ``IncompatibleKeys`` live in :mod:`npattn.nn.state_dict`.
+A Module registers every Parameter, buffer and sub-Module assigned to it as an attribute, in assignment order, and
+offers ``parameters``, ``named_parameters`` (dotted names such as ``heads.0.W_query.weight``), ``state_dict``/
+``load_state_dict``, ``train``/``eval``, ``zero_grad``, ``requires_grad_``, ``to(dtype)``/``to("cpu")`` and
+``__call__ -> forward`` (``ModuleList``, ``Sequential``: :mod:`npattn.nn.sequential`). Unlike PyTorch there is no
+autograd: each Module implements ``backward(grad_output)`` by hand, which returns the gradient with respect to the
+input and *accumulates* into every Parameter's ``.grad`` (state-dict checks: :mod:`npattn.nn.state_dict`).
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from npattn._checks import check_bool, check_float_dtype, device_name, grad_prob
 from npattn.errors import BackwardError, ConfigError, DTypeError
 from npattn.nn.functional import Recorder
 from npattn.nn.parameter import Parameter, check_specs, nonfinite_problem, shared_grads, zero_grads
-from npattn.nn.passes import CALLS, PASSES, check_no_later_forward
+from npattn.nn.passes import CALLS, PASSES, check_no_later_forward, route_forward
 from npattn.nn.state_dict import IncompatibleKeys, load_state, state_targets
 
 __all__ = ["IncompatibleKeys", "Module", "Parameter"]
@@ -277,15 +275,13 @@ class Module:
     def half(self) -> Module:
         return self.to(np.float16)
 
-    def cpu(self) -> Module:
-        """Returns self: npattn runs on the CPU."""
+    def cpu(self) -> Module:  # self: npattn runs on the CPU
         return self
 
     def cuda(self, device: Any = None) -> Module:
         """Raises ConfigError, as ``to("cuda")`` does: npattn runs on the CPU only."""
         return self.to("cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
 
-    # ------------------------------------------------------------------ state dicts
     def _state_targets(self) -> OrderedDict[str, tuple[Module, str, np.ndarray]]:
         """name -> (owning module, attribute name, the live array) for every state_dict entry."""
         return state_targets(self)
@@ -403,6 +399,10 @@ class Module:
             "(set it to None or to zeros of the parameter's shape and dtype, e.g. with zero_grad())"
         )
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:  # module.forward(x) runs as module(x)
+        super().__init_subclass__(**kwargs)
+        route_forward(cls)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         check_specs(self)
         object.__setattr__(self, "_forward_count", self._forward_count + 1)  # which forward a loss came from
@@ -412,10 +412,12 @@ class Module:
         state["_repeated"] = calls.outer if state.get("_outer_call") == calls.number else ""
         state["_outer_call"] = calls.number
         calls.depth += 1
+        inside, state["_in_call"] = state.get("_in_call", False), True
         try:
             result = self.forward(*args, **kwargs)
         finally:
             calls.depth -= 1
+            state["_in_call"] = inside
         # what this forward used, once it succeeded (a parameter it made or replaced itself included)
         deep = self._children_parameters() if self._reads_children_parameters else ()
         state["_members"] = (tuple(self._parameters.items()), tuple(self._modules.items()), deep)
@@ -477,7 +479,6 @@ class Module:
         """The stage recorder installed by ``npattn.trace`` (None when not tracing)."""
         return self._recorder
 
-    # ------------------------------------------------------------------ repr
     def extra_repr(self) -> str:
         """Constructor arguments shown in the first line of repr (override in subclasses)."""
         return ""

@@ -6,6 +6,7 @@ holds the last use only), or a submodule that ran a forward of its own after its
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections.abc import Iterator
@@ -56,3 +57,29 @@ def kept_forward(module: Any) -> Iterator[None]:
     finally:
         for sub, state in saved:
             sub.__dict__.update(state)
+
+
+def route_forward(cls: type) -> None:
+    """``module.forward(x)`` called directly runs as ``module(x)`` (PyTorch gives both the same
+    gradients): ``Module.__call__`` checks the parameters' shapes and dtypes and records the forward
+    that a backward differentiates, which a direct call skipped (a submodule's ``.forward`` between
+    its parent's forward and backward changed the parent's gradients without a word; a model's
+    ``.forward`` then ``.backward`` blamed a submodule). Inside ``__call__`` the forward runs as
+    written (``_in_call``); ``_routing`` keeps a ``__call__`` of a subclass's own, which does not
+    come back through ``Module.__call__``, from looping."""
+    if "forward" not in cls.__dict__:
+        return
+    written = cls.__dict__["forward"]
+
+    @functools.wraps(written)
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+        state = self.__dict__
+        if state.get("_in_call") or state.get("_routing"):
+            return written(self, *args, **kwargs)
+        state["_routing"] = True
+        try:
+            return self(*args, **kwargs)
+        finally:
+            state["_routing"] = False
+
+    cls.forward = forward  # type: ignore[attr-defined]

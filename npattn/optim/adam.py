@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from npattn.errors import ConfigError, StateDictError
+from npattn.errors import ConfigError, StateDictError, TrainingError
 from npattn.nn.module import Parameter
 from npattn.optim.checks import adam_settings, check_adam_buffers, check_torch_switches
 from npattn.optim.optimizer import Optimizer, ParamsLike, Update
@@ -101,9 +101,17 @@ class Adam(Optimizer):
         m = np.zeros_like(data) if m_old is None else m_old * beta1
         m += tmp
         np.multiply(g, 1 - beta2, out=tmp)
-        tmp *= g
+        with np.errstate(over="ignore"):  # a square that overflows is refused below, not warned of
+            tmp *= g
         v = np.zeros_like(data) if v_old is None else v_old * beta2
         v += tmp
+        overflowed = not np.isfinite(v).all() and np.isfinite(g).all()  # a finite gradient whose square overflows
+        if overflowed and (v_old is None or np.isfinite(v_old).all()):  # (a state edited to inf: its own check)
+            raise TrainingError(
+                f"the update would make 'exp_avg_sq' non-finite: the square of a gradient of up to "
+                f"{float(np.max(np.abs(g))):.3g} overflows {data.dtype}; nothing was changed (torch stores inf "
+                "there, and those weights never move again): scale the loss down or clip the gradients"
+            )
         buffers = {"step": t, "exp_avg": m, "exp_avg_sq": v}
         if group["amsgrad"]:
             v_max = state.get("max_exp_avg_sq")

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from npattn._checks import cast
-from npattn.errors import ConfigError, StateDictError
+from npattn.errors import ConfigError, StateDictError, TrainingError
 from npattn.nn.module import Parameter
 from npattn.nn.parameter import zero_grads
 from npattn.optim.checks import (
@@ -240,8 +240,8 @@ class Optimizer:
         for p, grad, settings, what in work:
             try:
                 updates.append((p, *self._new_values(p, grad, settings)))
-            except StateDictError as exc:  # a buffer edited by hand that only the arithmetic shows
-                raise StateDictError(f"{type(self).__name__}.step: {name_of(what)}: {exc}") from None
+            except (StateDictError, TrainingError) as exc:  # a buffer edited by hand, or one the update overflows
+                raise type(exc)(f"{type(self).__name__}.step: {name_of(what)}: {exc}") from None
         for p, data, buffers in updates:
             p.data[...] = data
             self.state.setdefault(p, {}).clear()
