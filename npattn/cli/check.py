@@ -67,6 +67,10 @@ def parse_timeout(text: Any) -> float:
     return seconds
 
 
+CHANNEL_CLOSED = 86
+"""The exit code of a check's process whose report could not be sent: the user's code closed its pipe."""
+
+
 def _child(conn: Connection, spec: str, alive: tuple[int, int] | None, timeout: float) -> None:
     """Run the check; send ("report", text, exit code, the forward's ``_state``, output, causal, num_heads,
     (the forward's state, output, on a batch) at the second shape or None) or ("error", one line).
@@ -98,8 +102,11 @@ def _child(conn: Connection, spec: str, alive: tuple[int, int] | None, timeout: 
         said = f": {exc}" if str(exc) else ""
         where = " (its code, at import or when run, or a SIGINT it sent)" if isinstance(exc, KeyboardInterrupt) else ""
         result = ("error", f"{spec} raised {type(exc).__name__}{said}{where}")
-    conn.send(result)
-    conn.close()
+    try:
+        conn.send(result)
+        conn.close()
+    except OSError:  # the code closed the pipe it inherited (a loop of os.close over the descriptors)
+        os._exit(CHANNEL_CLOSED)
 
 
 def _as_sent(output: Any) -> np.ndarray:
@@ -269,6 +276,11 @@ def run_check_isolated(spec: str, *, timeout: float = DEFAULT_TIMEOUT, out: Text
             result = receive.recv()
         except EOFError:
             child.join()
+            if child.exitcode == CHANNEL_CLOSED:
+                raise ConfigError(
+                    f"{spec} closed the pipe npattn check reports through (the file descriptors its process "
+                    "inherited: os.close over a range of them?): leave descriptors it did not open alone"
+                ) from None
             raise ConfigError(
                 f"{spec} ended the process before npattn check could report (exit code {child.exitcode}): "
                 "does it call os._exit, or crash the interpreter?"
