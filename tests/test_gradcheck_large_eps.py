@@ -95,3 +95,13 @@ def test_a_wrong_stage_at_a_huge_eps_is_called_wrong_not_eps(eps):
     inputs = [np.random.default_rng(2).standard_normal((3, 5))]
     with pytest.raises(GradcheckError, match="gradient of input0 is wrong"):
         npattn.gradcheck_stage(F.gelu_forward, wrong, inputs, eps=eps)
+
+
+@pytest.mark.parametrize("eps", [45.0, 100.0])
+def test_a_nearly_linear_loss_far_out_is_not_taken_for_settled_differences(eps):
+    """Far out GELU is nearly linear: secants at eps and eps / 2 agree to 1% without being near 0,
+    and a correct network was called wrong; the differences are judged settled at the last step only."""
+    net = npattn.Sequential(npattn.Linear(3, 4, rng=1, dtype=np.float64), npattn.GELU())
+    x = np.random.default_rng(3).standard_normal((2, 3))
+    with pytest.raises(ConfigError, match="is too large for"):
+        npattn.gradcheck(net, x, eps=eps)

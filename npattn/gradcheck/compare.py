@@ -116,10 +116,11 @@ def _truncation(
       too large for the scale on which the loss is smooth (eps=15 on the book's inputs: its error
       did not halve at 7.5, and a correct module was called wrong).
     ``_finish`` raises it as a ConfigError when every failing tensor is so, and fails the backward
-    when any is not. A wrong backward's differences settle at the first step (one extra pass)."""
+    when any is not. The differences are judged settled at the ladder's last step only (down to
+    1e-6: a wrong backward at a large eps costs the whole ladder)."""
     atol, allowed, rounding = tolerance
     at_eps = float(np.max(np.abs(numerical - analytic)))
-    before, shrank = numerical, None
+    before, shrank, settled = numerical, None, ""
     for h in _ladder(eps, target):
         try:
             smaller = _numerical(target, loss, h, directions)
@@ -133,15 +134,19 @@ def _truncation(
             shrank = (h, at_h)
             break
         moved = float(np.max(np.abs(smaller - before)))
+        settled = ""  # judged at the smallest step: far out, secants of a nearly linear loss agree too
         if at_h > allowed + noise and moved <= 0.1 * at_h and moved <= 0.01 * float(np.max(np.abs(smaller))):
             worst = np.unravel_index(int(np.argmax(error)), error.shape)
-            return "", (  # the differences agree with one another (to 1%), not with the backward
+            settled = (  # the differences agree with one another (to 1%), not with the backward
                 f"at step {h:g} the differences settle at {float(smaller[worst]):.10g} there (analytical "
                 f"{float(analytic[worst]):.10g}), so the backward, not eps, is wrong"
             )
         if shrank is None and at_h < 0.5 * at_eps:
             shrank = (h, at_h)
         before = smaller
+    else:
+        if settled:
+            return "", settled
     if shrank is None:
         return "", ""
     return (

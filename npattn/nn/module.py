@@ -64,7 +64,6 @@ class Module:
         object.__setattr__(self, "_repeated", "")
         object.__setattr__(self, "_members", None)
 
-    # ------------------------------------------------------------------ registration
     def __setattr__(self, name: str, value: Any) -> None:
         params = self.__dict__.get("_parameters")
         if params is None:
@@ -122,7 +121,6 @@ class Module:
             raise ConfigError(f"add_module expects an npattn.Module, got {type(module).__name__}")
         setattr(self, name, module)
 
-    # ------------------------------------------------------------------ traversal
     def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
         """This module and every descendant, depth first, each once, with dotted names."""
         seen: set[int] = set()
@@ -401,7 +399,7 @@ class Module:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:  # module.forward(x) runs as module(x)
         super().__init_subclass__(**kwargs)
-        route_forward(cls)
+        route_forward(cls, Module.__call__)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         check_specs(self)
@@ -412,12 +410,14 @@ class Module:
         state["_repeated"] = calls.outer if state.get("_outer_call") == calls.number else ""
         state["_outer_call"] = calls.number
         calls.depth += 1
-        inside, state["_in_call"] = state.get("_in_call", False), True
+        entered = id(self) not in calls.inside
+        calls.inside.add(id(self))
         try:
             result = self.forward(*args, **kwargs)
         finally:
             calls.depth -= 1
-            state["_in_call"] = inside
+            if entered:
+                calls.inside.discard(id(self))
         # what this forward used, once it succeeded (a parameter it made or replaced itself included)
         deep = self._children_parameters() if self._reads_children_parameters else ()
         state["_members"] = (tuple(self._parameters.items()), tuple(self._modules.items()), deep)

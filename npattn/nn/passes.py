@@ -7,6 +7,7 @@ holds the last use only), or a submodule that ran a forward of its own after its
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import threading
 from collections.abc import Iterator
@@ -26,6 +27,9 @@ class _Calls(threading.local):
     depth = 0
     number = 0
     outer = ""
+
+    def __init__(self) -> None:
+        self.inside: set[int] = set()  # the ids of the modules whose __call__ runs in this thread
 
 
 CALLS = _Calls()
@@ -59,27 +63,23 @@ def kept_forward(module: Any) -> Iterator[None]:
             sub.__dict__.update(state)
 
 
-def route_forward(cls: type) -> None:
-    """``module.forward(x)`` called directly runs as ``module(x)`` (PyTorch gives both the same
-    gradients): ``Module.__call__`` checks the parameters' shapes and dtypes and records the forward
-    that a backward differentiates, which a direct call skipped (a submodule's ``.forward`` between
-    its parent's forward and backward changed the parent's gradients without a word; a model's
-    ``.forward`` then ``.backward`` blamed a submodule). Inside ``__call__`` the forward runs as
-    written (``_in_call``); ``_routing`` keeps a ``__call__`` of a subclass's own, which does not
-    come back through ``Module.__call__``, from looping."""
-    if "forward" not in cls.__dict__:
+def route_forward(cls: type, module_call: Any) -> None:
+    """``module.forward(x)`` called directly runs as ``Module.__call__(module, x)`` (PyTorch gives
+    both the same gradients): the call checks the parameters' shapes and dtypes and records the
+    forward that a backward differentiates, which a direct call skipped (a submodule's ``.forward``
+    between its parent's forward and backward changed the parent's gradients without a word; a
+    model's ``.forward`` then ``.backward`` blamed a submodule). Inside a call of the module (this
+    thread's ``CALLS.inside``), or when another class's forward is named (``Base.forward(m, x)``,
+    ``super().forward(x)``), the forward runs as written; a forward that is no plain function
+    (a staticmethod, a ufunc) is left as it is."""
+    written = cls.__dict__.get("forward")
+    if not inspect.isfunction(written):
         return
-    written = cls.__dict__["forward"]
 
     @functools.wraps(written)
     def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
-        state = self.__dict__
-        if state.get("_in_call") or state.get("_routing"):
+        if id(self) in CALLS.inside or getattr(type(self), "forward", None) is not forward:
             return written(self, *args, **kwargs)
-        state["_routing"] = True
-        try:
-            return self(*args, **kwargs)
-        finally:
-            state["_routing"] = False
+        return module_call(self, *args, **kwargs)
 
     cls.forward = forward  # type: ignore[attr-defined]

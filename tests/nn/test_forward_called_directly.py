@@ -66,10 +66,58 @@ def test_forward_then_backward_gives_the_gradients_of_a_call(make, x):
         np.testing.assert_array_equal(p.grad, q.grad, err_msg=name)
 
 
-def test_a_subclass_with_a_call_of_its_own_does_not_loop():
+def test_a_subclass_with_a_call_of_its_own_does_not_loop_nor_change_forward():
     class OwnCall(npattn.Linear):
         def __call__(self, x):
             return self.forward(x)
 
+    class Double(npattn.Linear):
+        def __call__(self, x):
+            return super().__call__(x) * 2
+
+    x = np.ones((1, 3))
     m = OwnCall(3, 2, rng=1, dtype=np.float64)
-    np.testing.assert_array_equal(m(np.ones((1, 3))), m.forward(np.ones((1, 3))))
+    np.testing.assert_array_equal(m(x), m.forward(x))
+    base = npattn.Linear(3, 2, rng=1, dtype=np.float64)(x)
+    np.testing.assert_array_equal(Double(3, 2, rng=1, dtype=np.float64).forward(x), base)
+
+
+def test_a_named_base_forward_runs_that_forward():
+    class Scaled(npattn.Linear):
+        def forward(self, x):
+            return super().forward(x) * 2
+
+    x = np.ones((1, 3))
+    m, base = Scaled(3, 2, rng=1, dtype=np.float64), npattn.Linear(3, 2, rng=1, dtype=np.float64)(x)
+    np.testing.assert_array_equal(npattn.Linear.forward(m, x), base)
+    np.testing.assert_array_equal(super(Scaled, m).forward(x), base)
+    np.testing.assert_array_equal(m.forward(x), 2 * base)
+
+
+def test_a_forward_that_is_no_plain_function_is_left_as_it_is():
+    class Static(npattn.Module):
+        forward = staticmethod(np.tanh)
+
+    class Ufunc(npattn.Module):
+        forward = np.tanh
+
+    x = np.ones((1, 3))
+    np.testing.assert_array_equal(Static()(x), np.tanh(x))
+    np.testing.assert_array_equal(Ufunc()(x), np.tanh(x))
+
+
+def test_calls_in_threads_leave_no_module_marked_as_inside_a_call():
+    import threading
+
+    from npattn.nn.passes import CALLS
+
+    m, x = npattn.Linear(3, 2, rng=1, dtype=np.float64), np.ones((1, 3))
+    threads = [threading.Thread(target=lambda: [m(x) for _ in range(200)]) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert CALLS.inside == set()
+    count = m._forward_count
+    m.forward(x)
+    assert m._forward_count == count + 1  # still run as a call
