@@ -100,6 +100,11 @@ class SaveGuard:
         if was is None:
             return f"{kind} that was not there when the run started"
         if kind == "a file" and (target or own)[:3] == (was[1] or was[0])[:3]:  # one inode: edited, or one reused
+            if (target or own)[3:5] == (was[1] or was[0])[3:5]:  # size and mtime kept: the ctime alone tells
+                return (
+                    "the file it last saw there, changed since (its size and mtime as they were, its ctime not: "
+                    "written in place with its time put back, or touched, its attributes set, a link made and removed)"
+                )
             return "the file it last saw there, modified or replaced by a new one (its size or time changed)"
         return "another file" if kind == "a file" else kind
 
